@@ -1,0 +1,173 @@
+// Environment (init/finalize), world(), wtime, abort, errors, effective_params.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include <rmp/rmp.hpp>
+
+#include "api/state.hpp"
+#include "collectives/collectives.hpp"
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/log.hpp"
+
+namespace rmp {
+namespace api {
+
+Process& process() {
+  static Process p;
+  return p;
+}
+
+detail::CommImpl& comm_of(const Comm& c, const char* call) {
+  detail::CommImpl* impl = c.impl();
+  if (!impl)
+    throw Error(Errc::invalid_comm,
+                std::string(call) +
+                    ": invalid communicator (default-constructed, moved-from, or split with "
+                    "color undefined)");
+  if (!process().initialized || process().finalized)
+    throw Error(Errc::invalid_comm,
+                std::string(call) + ": rmp is not initialised (no live rmp::Environment)");
+  return *impl;
+}
+
+std::size_t checked_bytes(const char* call, const char* arg, std::size_t count, std::size_t esize) {
+  if (esize != 0 && count > static_cast<std::size_t>(PTRDIFF_MAX) / esize)
+    throw Error(Errc::invalid_count, std::string(call) + ": argument '" + arg + "' = " +
+                                         std::to_string(count) + " elements of " +
+                                         std::to_string(esize) + " bytes overflows the address space");
+  return count * esize;
+}
+
+void check_buffer(const char* call, const char* arg, const void* buf, std::size_t count) {
+  if (!buf && count != 0)
+    throw Error(Errc::invalid_argument, std::string(call) + ": argument '" + arg +
+                                            "' is a null pointer with count " +
+                                            std::to_string(count));
+}
+
+void check_rank(const char* call, const char* arg, int rank, int size, bool allow_any) {
+  if (allow_any && rank == any_source) return;
+  if (rank < 0 || rank >= size)
+    throw Error(Errc::invalid_rank, std::string(call) + ": argument '" + arg + "' = " +
+                                        std::to_string(rank) + " is not a rank of the communicator [0, " +
+                                        std::to_string(size) + ")" +
+                                        (rank == any_source ? " (any_source is for receives only)" : ""));
+}
+
+void check_tag(const char* call, const char* arg, int tag, bool allow_any) {
+  if (allow_any && tag == any_tag) return;
+  if (tag < 0 || tag > tag_ub)
+    throw Error(Errc::invalid_tag, std::string(call) + ": argument '" + arg + "' = " +
+                                       std::to_string(tag) + " is outside [0, tag_ub = " +
+                                       std::to_string(tag_ub) + "]" +
+                                       (tag == any_tag ? " (any_tag is for receives only)" : ""));
+}
+
+}  // namespace api
+
+const char* errc_name(Errc c) noexcept {
+  switch (c) {
+    case Errc::invalid_argument: return "invalid_argument";
+    case Errc::invalid_rank: return "invalid_rank";
+    case Errc::invalid_tag: return "invalid_tag";
+    case Errc::invalid_count: return "invalid_count";
+    case Errc::invalid_comm: return "invalid_comm";
+    case Errc::truncate: return "truncate";
+    case Errc::peer_failed: return "peer_failed";
+    case Errc::timeout: return "timeout";
+    case Errc::bootstrap: return "bootstrap";
+    case Errc::transport: return "transport";
+    case Errc::internal: return "internal";
+  }
+  return "unknown";
+}
+
+Environment::Environment() : Environment(ThreadLevel::serialized) {}
+
+Environment::Environment(int& argc, char**& argv) : Environment(argc, argv, ThreadLevel::serialized) {}
+
+Environment::Environment(int&, char**&, ThreadLevel required) : Environment(required) {}
+
+Environment::Environment(ThreadLevel required) {
+  api::Process& p = api::process();
+  if (p.initialized)
+    throw Error(Errc::invalid_argument,
+                p.finalized ? "Environment: rmp cannot be initialised again after finalize"
+                            : "Environment: rmp is already initialised in this process");
+  p.context = std::make_unique<rt::Context>(rt::make_bootstrap_from_environment());
+  p.engine = std::make_unique<detail::Engine>(*p.context);
+  rt::set_default_context(p.context.get());
+  const rt::Context& c = *p.context;
+  p.world = Comm(std::make_shared<detail::CommImpl>(*p.engine, 0, c.rank(), c.size()));
+  // Any thread may call, one at a time; `multiple` is later work (DESIGN §3).
+  p.provided = required == ThreadLevel::multiple ? ThreadLevel::serialized : required;
+  level_ = p.provided;
+  p.initialized = true;
+}
+
+Environment::~Environment() {
+  api::Process& p = api::process();
+  if (!p.initialized || p.finalized) return;
+  try {
+    detail::Engine& e = *p.engine;
+    // Deliver what is still in flight (detached requests included), bounded in time.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    e.progress_until([&] {
+      return e.outstanding_sends() == 0 || std::chrono::steady_clock::now() > deadline;
+    });
+    if (e.outstanding_sends() != 0)
+      rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
+                   " sends were never matched by a receive; giving up on them after 60 s");
+    // Everyone stops together: nobody unmaps memory a peer may still be reading. The barrier
+    // runs through the progress engine, so rendezvous data keeps flowing while we wait.
+    coll::barrier(*p.world.impl());
+    p.context->bootstrap().finalize();
+    const auto& stats = p.context->settings().stats;
+    if (!stats.empty() && stats != "0") p.context->print_stats();
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "rmp[%d] finalize: %s\n", p.context ? p.context->rank() : -1, ex.what());
+  }
+  p.finalized = true;
+  p.world = Comm();
+  rt::set_default_context(nullptr);
+  p.engine.reset();
+  p.context.reset();
+}
+
+ThreadLevel Environment::thread_level() const { return level_; }
+
+Comm& world() {
+  api::Process& p = api::process();
+  if (!p.initialized || p.finalized)
+    throw Error(Errc::invalid_comm, "world: rmp is not initialised (no live rmp::Environment)");
+  return p.world;
+}
+
+double wtime() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void abort(int code, std::string_view why) {
+  api::Process& p = api::process();
+  if (p.context && !p.finalized) p.context->bootstrap().abort(code, why);
+  std::fprintf(stderr, "rmp: abort(%d): %.*s\n", code, static_cast<int>(why.size()), why.data());
+  std::fflush(stderr);
+  ::_exit(code == 0 ? 1 : code);
+}
+
+bool initialized() { return api::process().initialized; }
+bool finalized() { return api::process().finalized; }
+
+std::vector<ParamInfo> effective_params(std::string_view transport) {
+  api::Process& p = api::process();
+  if (p.context && !p.finalized) return p.context->effective_params(transport);
+  rt::ParamsInput in = rt::params_input_from_environment();
+  in.transport = std::string(transport);
+  if (!transport.empty()) in.limits = rt::declared_limits(transport);
+  return rt::resolve_params(in).rows;
+}
+
+}  // namespace rmp

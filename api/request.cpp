@@ -1,0 +1,94 @@
+// Request handles and the wait/test families.
+#include <rmp/rmp.hpp>
+
+#include "api/state.hpp"
+
+namespace rmp {
+
+namespace {
+detail::Engine& engine_of(detail::RequestState* s) { return *s->engine; }
+}  // namespace
+
+Request& Request::operator=(Request&& o) noexcept {
+  if (this != &o) {
+    if (state_ && !api::process().finalized) engine_of(state_).release(state_);
+    state_ = o.state_;
+    o.state_ = nullptr;
+  }
+  return *this;
+}
+
+Request::~Request() {
+  // Never blocks, never throws: an unmatched receive is cancelled, the rest completes in the
+  // background (finalize drains detached sends).
+  if (state_ && !api::process().finalized) engine_of(state_).release(state_);
+}
+
+Status Request::wait() {
+  if (!state_) return Status{};
+  detail::RequestState* s = state_;
+  state_ = nullptr;  // released by wait(), even when it throws
+  return engine_of(s).wait(s);
+}
+
+std::optional<Status> Request::test() {
+  if (!state_) return Status{};
+  detail::RequestState* s = state_;
+  if (!s->complete) {
+    engine_of(s).progress();
+    if (!s->complete) return std::nullopt;
+  }
+  state_ = nullptr;
+  return engine_of(s).wait(s);
+}
+
+bool Request::cancel() {
+  if (!state_) return false;
+  return engine_of(state_).cancel(state_);
+}
+
+void wait_all(std::span<Request> reqs) {
+  std::optional<Error> first;
+  for (Request& r : reqs) {
+    try {
+      r.wait();
+    } catch (const Error& e) {
+      if (!first) first = e;
+    }
+  }
+  if (first) throw *first;
+}
+
+std::size_t wait_any(std::span<Request> reqs, Status* st) {
+  detail::Engine* eng = nullptr;
+  for (Request& r : reqs)
+    if (r.active()) eng = r.state_for_internal_use()->engine;
+  if (!eng) return reqs.size();
+  std::size_t found = reqs.size();
+  eng->progress_until([&] {
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      if (reqs[i].active() && reqs[i].state_for_internal_use()->complete) {
+        found = i;
+        return true;
+      }
+    }
+    return false;
+  });
+  Status s = reqs[found].wait();
+  if (st) *st = s;
+  return found;
+}
+
+bool test_all(std::span<Request> reqs) {
+  detail::Engine* eng = nullptr;
+  for (Request& r : reqs)
+    if (r.active()) eng = r.state_for_internal_use()->engine;
+  if (!eng) return true;
+  eng->progress();
+  for (Request& r : reqs)
+    if (r.active() && !r.state_for_internal_use()->complete) return false;
+  wait_all(reqs);
+  return true;
+}
+
+}  // namespace rmp

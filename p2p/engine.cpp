@@ -1,0 +1,564 @@
+#include "p2p/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "p2p/wire.hpp"
+#include "runtime/log.hpp"
+
+namespace rmp::detail {
+
+using p2p::AckHeader;
+using p2p::Am;
+using p2p::CreditHeader;
+using p2p::EagerHeader;
+using p2p::RtsHeader;
+using p2p::SyncHeader;
+
+namespace {
+
+// An eager message occupies at least one line of receive buffer, whatever its size.
+constexpr std::size_t kMinCreditCharge = 64;
+
+std::size_t credit_charge(std::size_t bytes) { return std::max(bytes, kMinCreditCharge); }
+
+bool matches(int want_src, int want_tag, int src, int tag) {
+  return (want_src == any_source || want_src == src) && (want_tag == any_tag || want_tag == tag);
+}
+
+std::string truncate_message(int src, int tag, std::size_t msg, std::size_t cap) {
+  return "receive: message from rank " + std::to_string(src) + " with tag " +
+         std::to_string(tag) + " has " + std::to_string(msg) +
+         " bytes but the receive buffer holds " + std::to_string(cap) + " bytes (truncated)";
+}
+
+}  // namespace
+
+// A message that arrived before its receive was posted.
+struct Engine::Unexpected {
+  Unexpected* prev = nullptr;
+  Unexpected* next = nullptr;
+  Am kind = Am::eager;
+  int peer = -1;
+  EagerHeader h{};
+  std::uint64_t sid = 0;
+  // eager: the payload, copied out of the transport's buffer
+  std::unique_ptr<std::byte[]> data;
+  std::size_t size = 0;
+  // rendezvous
+  RtsHeader rts{};
+};
+
+// Intrusive FIFO list (prev/next members); O(1) append and unlink.
+template <class T>
+struct Fifo {
+  T* head = nullptr;
+  T* tail = nullptr;
+  std::size_t n = 0;
+  void push_back(T* x) {
+    x->next = nullptr;
+    x->prev = tail;
+    (tail ? tail->next : head) = x;
+    tail = x;
+    ++n;
+  }
+  void unlink(T* x) {
+    (x->prev ? x->prev->next : head) = x->next;
+    (x->next ? x->next->prev : tail) = x->prev;
+    x->prev = x->next = nullptr;
+    --n;
+  }
+};
+
+struct Engine::MatchQueues {
+  Fifo<RequestState> posted;
+  Fifo<Unexpected> unexpected;
+
+  Unexpected* find_unexpected(int src, int tag) const {
+    for (Unexpected* u = unexpected.head; u; u = u->next)
+      if (matches(src, tag, u->h.src, u->h.tag)) return u;
+    return nullptr;
+  }
+  RequestState* find_posted(int src, int tag) const {
+    for (RequestState* r = posted.head; r; r = r->next)
+      if (matches(r->src, r->tag, src, tag)) return r;
+    return nullptr;
+  }
+};
+
+// A message that found no room in the transport; kept in order per peer.
+struct Engine::Pending {
+  Am am;
+  std::uint8_t hlen;
+  bool inline_hint;
+  std::array<std::byte, 64> hdr;
+  std::span<const std::byte> payload;
+  RequestState* req;  // completed once sent (eager sends), or nullptr
+};
+
+struct Engine::Peer {
+  rt::Endpoint* ep = nullptr;
+  std::size_t credits = 0;  // eager bytes this rank may still send to the peer
+  std::size_t owed = 0;     // eager bytes consumed here, not yet returned to the peer
+  std::deque<Pending> control;  // acks and credit returns (no ordering with data)
+  std::deque<Pending> data;     // eager and rendezvous starts, in send order
+  bool listed = false;          // in pending_peers_
+};
+
+std::size_t Engine::eager_header_bytes() { return sizeof(EagerHeader); }
+
+Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
+  ctx.start(*this, eager_header_bytes());
+  const rt::Params& p = ctx.params();
+  inline_threshold_ = p.inline_threshold;
+  eager_threshold_ = p.eager_threshold;
+  // rq_depth eager slots of eager_threshold bytes per peer (DESIGN §5: shm rq_depth = eager
+  // credits per peer), counted in bytes so that small messages do not waste whole slots.
+  credit_bytes_ = std::max<std::size_t>(p.rq_depth, 1) *
+                  std::max(eager_threshold_, std::max(inline_threshold_, kMinCreditCharge));
+  peers_.resize(static_cast<std::size_t>(ctx.size()));
+}
+
+Engine::~Engine() = default;
+
+RequestState* Engine::alloc() {
+  if (free_.empty()) {
+    pool_.push_back(std::make_unique<RequestState>());
+    free_.push_back(pool_.back().get());
+  }
+  RequestState* r = free_.back();
+  free_.pop_back();
+  *r = RequestState{};
+  r->engine = this;
+  return r;
+}
+
+void Engine::free_request(RequestState* r) {
+  r->err_msg.clear();
+  free_.push_back(r);
+}
+
+void Engine::complete(RequestState* r) {
+  r->complete = true;
+  if (r->kind == RequestState::Kind::send) --outstanding_sends_;
+  if (r->released) free_request(r);
+}
+
+void Engine::fail(RequestState* r, Errc e, std::string msg) {
+  r->has_error = true;
+  r->err = e;
+  r->err_msg = std::move(msg);
+}
+
+Engine::Peer& Engine::peer(int world) {
+  auto& p = peers_[static_cast<std::size_t>(world)];
+  if (!p) {
+    p = std::make_unique<Peer>();
+    p->credits = credit_bytes_;
+  }
+  return *p;
+}
+
+rt::Endpoint& Engine::endpoint_of(Peer& p, int world) {
+  if (!p.ep) p.ep = &ctx_.endpoint(world);
+  return *p.ep;
+}
+
+Engine::MatchQueues& Engine::queues(std::uint32_t ctx) {
+  if (ctx >= queues_.size()) queues_.resize(ctx + 1);
+  auto& q = queues_[ctx];
+  if (!q) q = std::make_unique<MatchQueues>();
+  return *q;
+}
+
+std::uint32_t Engine::take_owed(Peer& p) {
+  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX));
+  p.owed -= n;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending
+
+void Engine::send_or_queue(Peer& p, int world, Am am, std::span<const std::byte> hdr,
+                           std::span<const std::byte> payload, bool inline_hint,
+                           RequestState* req, bool control) {
+  auto& q = control ? p.control : p.data;
+  // Data keeps its order behind anything queued; control only waits for other control.
+  const bool blocked = !q.empty() || (control ? false : !p.control.empty());
+  if (!blocked) {
+    const rt::TStatus s =
+        endpoint_of(p, world).send_am(static_cast<rt::AmId>(am), hdr, payload, inline_hint);
+    if (s == rt::TStatus::ok) {
+      if (req) complete(req);
+      return;
+    }
+    if (s == rt::TStatus::error) {
+      if (req) {
+        fail(req, Errc::transport,
+             "send: the transport rejected a message to rank " + std::to_string(world));
+        complete(req);
+      }
+      return;
+    }
+    ++ctx_.counters().ring_full;
+  }
+  Pending pend{am, static_cast<std::uint8_t>(hdr.size()), inline_hint, {}, payload, req};
+  std::memcpy(pend.hdr.data(), hdr.data(), hdr.size());
+  q.push_back(pend);
+  if (!p.listed) {
+    p.listed = true;
+    pending_peers_.push_back(&p);
+  }
+}
+
+int Engine::flush_pending() {
+  int n = 0;
+  for (std::size_t i = 0; i < pending_peers_.size();) {
+    Peer& p = *pending_peers_[i];
+    for (auto* q : {&p.control, &p.data}) {
+      while (!q->empty()) {
+        Pending& m = q->front();
+        const rt::TStatus s = p.ep->send_am(static_cast<rt::AmId>(m.am),
+                                            std::span(m.hdr.data(), m.hlen), m.payload,
+                                            m.inline_hint);
+        if (s == rt::TStatus::retry) break;
+        if (m.req) {
+          if (s == rt::TStatus::error)
+            fail(m.req, Errc::transport, "send: the transport rejected a queued message");
+          complete(m.req);
+        }
+        q->pop_front();
+        ++n;
+      }
+      if (!p.control.empty()) break;  // data waits behind control
+    }
+    if (p.control.empty() && p.data.empty()) {
+      p.listed = false;
+      pending_peers_[i] = pending_peers_.back();
+      pending_peers_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return n;
+}
+
+RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* buf,
+                            std::size_t bytes, int dest, int tag, bool sync) {
+  RequestState* r = alloc();
+  r->kind = RequestState::Kind::send;
+  r->sbuf = buf;
+  r->bytes = bytes;
+  const int world = comm.world_rank(dest);
+  r->peer = world;
+  ++outstanding_sends_;
+  Peer& p = peer(world);
+  rt::Counters& c = ctx_.counters();
+  if (world == ctx_.rank()) ++c.msgs_self;
+
+  EagerHeader e{0, comm.context(ch), tag, comm.rank()};
+  const bool fits_eager = bytes <= std::max(inline_threshold_, eager_threshold_);
+  if (fits_eager && p.credits >= credit_charge(bytes)) {
+    p.credits -= credit_charge(bytes);
+    const bool inl = bytes <= inline_threshold_;
+    if (inl) {
+      ++c.msgs_inline;
+      c.bytes_inline += bytes;
+    } else {
+      ++c.msgs_eager;
+      c.bytes_eager += bytes;
+    }
+    e.credits = take_owed(p);
+    std::span<const std::byte> payload(static_cast<const std::byte*>(buf), bytes);
+    if (sync) {
+      SyncHeader h{e, reinterpret_cast<std::uint64_t>(r)};
+      // Completes on sync_ack, not when sent.
+      send_or_queue(p, world, Am::eager_sync, p2p::bytes_of(h), payload, inl, nullptr, false);
+    } else {
+      send_or_queue(p, world, Am::eager, p2p::bytes_of(e), payload, inl, r, false);
+    }
+    return r;
+  }
+  if (fits_eager) ++c.credit_stalls;
+  ++c.msgs_rndv;
+  c.bytes_rndv += bytes;
+  rt::Endpoint& ep = endpoint_of(p, world);
+  std::span<const std::byte> region(static_cast<const std::byte*>(buf), bytes);
+  r->key = ep.transport().register_memory(region);
+  r->registered = true;
+  e.credits = take_owed(p);
+  RtsHeader h{e, bytes, reinterpret_cast<std::uint64_t>(r), reinterpret_cast<std::uint64_t>(buf),
+              r->key};
+  send_or_queue(p, world, Am::rts, p2p::bytes_of(h), {}, false, nullptr, false);
+  return r;
+}
+
+void Engine::send_ack(int world, Am am, std::uint64_t sid) {
+  Peer& p = peer(world);
+  AckHeader h{take_owed(p), 0, sid};
+  send_or_queue(p, world, am, p2p::bytes_of(h), {}, true, nullptr, true);
+}
+
+void Engine::return_credit(Peer& p, int world, std::size_t bytes) {
+  p.owed += credit_charge(bytes);
+  // Return in batches of half the grant; most returns ride on traffic going back anyway.
+  if (p.owed >= credit_bytes_ / 2) {
+    CreditHeader h{take_owed(p)};
+    ++ctx_.counters().credit_returns;
+    send_or_queue(p, world, Am::credit, p2p::bytes_of(h), {}, true, nullptr, true);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving
+
+RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes,
+                            int src, int tag) {
+  RequestState* r = alloc();
+  r->kind = RequestState::Kind::recv;
+  r->ctx = comm.context(ch);
+  r->src = src;
+  r->tag = tag;
+  r->buf = buf;
+  r->cap = bytes;
+  MatchQueues& q = queues(r->ctx);
+  if (Unexpected* u = q.find_unexpected(src, tag)) {
+    q.unexpected.unlink(u);
+    --unexpected_now_;
+    if (u->kind == Am::rts) {
+      start_rendezvous(r, u->peer, u->rts);
+    } else {
+      rt::Counters& c = ctx_.counters();
+      c.unexpected_eager_bytes -= u->size;
+      deliver_eager(r, u->peer, u->h, std::span(u->data.get(), u->size), u->kind == Am::eager_sync,
+                    u->sid);
+    }
+    u->data.reset();
+    unexpected_free_.push_back(u);
+    return r;
+  }
+  r->posted = true;
+  q.posted.push_back(r);
+  return r;
+}
+
+void Engine::deliver_eager(RequestState* r, int peer_world, const EagerHeader& h,
+                           std::span<const std::byte> payload, bool sync, std::uint64_t sid) {
+  r->status = Status{h.src, h.tag, payload.size()};
+  if (payload.size() > r->cap) {
+    if (r->cap) std::memcpy(r->buf, payload.data(), r->cap);
+    r->status.bytes = r->cap;
+    fail(r, Errc::truncate, truncate_message(h.src, h.tag, payload.size(), r->cap));
+  } else if (!payload.empty()) {
+    std::memcpy(r->buf, payload.data(), payload.size());
+  }
+  Peer& p = peer(peer_world);
+  return_credit(p, peer_world, payload.size());
+  if (sync) send_ack(peer_world, Am::sync_ack, sid);
+  complete(r);
+}
+
+void Engine::start_rendezvous(RequestState* r, int peer_world, const RtsHeader& h) {
+  r->status = Status{h.e.src, h.e.tag, static_cast<std::size_t>(h.size)};
+  r->peer = peer_world;
+  r->sid = h.sid;
+  if (h.size > r->cap) {
+    // MPI consumes a truncated message: release the sender without moving the data.
+    r->status.bytes = 0;
+    fail(r, Errc::truncate, truncate_message(h.e.src, h.e.tag, h.size, r->cap));
+    send_ack(peer_world, Am::fin, h.sid);
+    complete(r);
+    return;
+  }
+  r->get_done.fn = &Engine::on_get_done;
+  Peer& p = peer(peer_world);
+  const rt::TStatus s = endpoint_of(p, peer_world)
+                            .get(std::span(static_cast<std::byte*>(r->buf), h.size), h.addr,
+                                 h.key, &r->get_done);
+  if (s != rt::TStatus::ok) {
+    fail(r, Errc::transport,
+         "receive: reading " + std::to_string(h.size) + " bytes from rank " +
+             std::to_string(peer_world) + " failed");
+    send_ack(peer_world, Am::fin, h.sid);
+    complete(r);
+  }
+}
+
+void Engine::on_get_done(rt::Completion* c, rt::TStatus s) {
+  auto* r = reinterpret_cast<RequestState*>(reinterpret_cast<char*>(c) -
+                                            offsetof(RequestState, get_done));
+  Engine& e = *r->engine;
+  if (s != rt::TStatus::ok)
+    e.fail(r, Errc::transport,
+           "receive: reading " + std::to_string(r->status.bytes) + " bytes from rank " +
+               std::to_string(r->peer) + " failed");
+  e.send_ack(r->peer, Am::fin, r->sid);
+  e.complete(r);
+}
+
+void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
+                   std::span<const std::byte> payload) {
+  Peer& p = peer(from);
+  rt::Counters& c = ctx_.counters();
+  switch (static_cast<Am>(id)) {
+    case Am::eager:
+    case Am::eager_sync: {
+      const bool sync = static_cast<Am>(id) == Am::eager_sync;
+      SyncHeader h{};
+      if (!(sync ? p2p::decode(header, h) : p2p::decode(header, h.e))) break;
+      p.credits += h.e.credits;
+      MatchQueues& q = queues(h.e.ctx);
+      if (RequestState* r = q.find_posted(h.e.src, h.e.tag)) {
+        q.posted.unlink(r);
+        r->posted = false;
+        deliver_eager(r, from, h.e, payload, sync, h.sid);
+        return;
+      }
+      Unexpected* u = nullptr;
+      if (unexpected_free_.empty()) {
+        unexpected_pool_.push_back(std::make_unique<Unexpected>());
+        u = unexpected_pool_.back().get();
+      } else {
+        u = unexpected_free_.back();
+        unexpected_free_.pop_back();
+      }
+      u->kind = static_cast<Am>(id);
+      u->peer = from;
+      u->h = h.e;
+      u->sid = h.sid;
+      u->size = payload.size();
+      if (!payload.empty()) {
+        u->data.reset(new std::byte[payload.size()]);
+        std::memcpy(u->data.get(), payload.data(), payload.size());
+      }
+      q.unexpected.push_back(u);
+      ++c.unexpected_msgs;
+      c.unexpected_peak = std::max<std::uint64_t>(c.unexpected_peak, ++unexpected_now_);
+      c.unexpected_eager_bytes += payload.size();
+      c.unexpected_eager_bytes_peak =
+          std::max(c.unexpected_eager_bytes_peak, c.unexpected_eager_bytes);
+      return;
+    }
+    case Am::rts: {
+      RtsHeader h{};
+      if (!p2p::decode(header, h)) break;
+      p.credits += h.e.credits;
+      MatchQueues& q = queues(h.e.ctx);
+      if (RequestState* r = q.find_posted(h.e.src, h.e.tag)) {
+        q.posted.unlink(r);
+        r->posted = false;
+        start_rendezvous(r, from, h);
+        return;
+      }
+      Unexpected* u = nullptr;
+      if (unexpected_free_.empty()) {
+        unexpected_pool_.push_back(std::make_unique<Unexpected>());
+        u = unexpected_pool_.back().get();
+      } else {
+        u = unexpected_free_.back();
+        unexpected_free_.pop_back();
+      }
+      u->kind = Am::rts;
+      u->peer = from;
+      u->h = h.e;
+      u->rts = h;
+      u->size = 0;
+      q.unexpected.push_back(u);
+      ++c.unexpected_msgs;
+      c.unexpected_peak = std::max<std::uint64_t>(c.unexpected_peak, ++unexpected_now_);
+      return;
+    }
+    case Am::fin:
+    case Am::sync_ack: {
+      AckHeader h{};
+      if (!p2p::decode(header, h)) break;
+      p.credits += h.credits;
+      auto* r = reinterpret_cast<RequestState*>(h.sid);
+      if (r->registered) {
+        std::span<const std::byte> region(static_cast<const std::byte*>(r->sbuf), r->bytes);
+        p.ep->transport().deregister_memory(region, r->key);
+        r->registered = false;
+      }
+      complete(r);
+      return;
+    }
+    case Am::credit: {
+      CreditHeader h{};
+      if (!p2p::decode(header, h)) break;
+      p.credits += h.credits;
+      return;
+    }
+  }
+  rt::log_warn("p2p: dropped a malformed message (id " + std::to_string(id) + ", " +
+               std::to_string(header.size()) + " header bytes) from rank " + std::to_string(from));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completion, probe, cancel
+
+int Engine::progress() {
+  int n = ctx_.progress();
+  if (!pending_peers_.empty()) n += flush_pending();
+  return n;
+}
+
+Status Engine::wait(RequestState* r) {
+  if (!r->complete) progress_until([r] { return r->complete; });
+  Status s = r->status;
+  if (r->has_error) {
+    Error e(r->err, r->err_msg);
+    free_request(r);
+    throw e;
+  }
+  free_request(r);
+  return s;
+}
+
+std::optional<Status> Engine::test(RequestState* r) {
+  if (!r->complete) progress();
+  if (!r->complete) return std::nullopt;
+  return wait(r);
+}
+
+bool Engine::cancel(RequestState* r) {
+  if (r->kind != RequestState::Kind::recv || !r->posted) return false;
+  queues(r->ctx).posted.unlink(r);
+  r->posted = false;
+  r->cancelled = true;
+  r->status = Status{any_source, any_tag, 0};
+  complete(r);
+  return true;
+}
+
+void Engine::release(RequestState* r) {
+  if (r->complete) {
+    free_request(r);
+    return;
+  }
+  if (cancel(r)) {
+    free_request(r);
+    return;
+  }
+  r->released = true;
+}
+
+std::optional<Status> Engine::iprobe(const CommImpl& comm, p2p::Channel ch, int src, int tag) {
+  MatchQueues& q = queues(comm.context(ch));
+  Unexpected* u = q.find_unexpected(src, tag);
+  if (!u) {
+    progress();
+    u = q.find_unexpected(src, tag);
+  }
+  if (!u) return std::nullopt;
+  return Status{u->h.src, u->h.tag, u->kind == Am::rts ? u->rts.size : u->size};
+}
+
+Status Engine::probe(const CommImpl& comm, p2p::Channel ch, int src, int tag) {
+  MatchQueues& q = queues(comm.context(ch));
+  Unexpected* u = nullptr;
+  progress_until([&] { return (u = q.find_unexpected(src, tag)) != nullptr; });
+  return Status{u->h.src, u->h.tag, u->kind == Am::rts ? u->rts.size : u->size};
+}
+
+}  // namespace rmp::detail

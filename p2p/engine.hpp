@@ -1,0 +1,186 @@
+// The point-to-point engine: MPI matching (posted and unexpected queues per communicator
+// context, wildcards, non-overtaking order), protocol choice (eager-inline, eager-copy,
+// rendezvous-get), credit flow control, requests. Written against the transport interface
+// only. Collectives use the interface below and nothing else of p2p.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <rmp/rmp.hpp>
+
+#include "p2p/wire.hpp"
+#include "runtime/context.hpp"
+#include "runtime/transport/transport.hpp"
+
+namespace rmp::detail {
+
+// One point-to-point operation. Owned by the engine's pool; the user's Request points to it.
+struct RequestState {
+  enum class Kind : std::uint8_t { send, recv };
+  Kind kind = Kind::send;
+  bool complete = false;
+  bool released = false;   // the user's handle is gone: free on completion
+  bool cancelled = false;
+  bool posted = false;     // in a posted-receive queue
+  bool has_error = false;
+  Errc err = Errc::internal;
+  std::string err_msg;
+  Status status;
+  // receive
+  std::uint32_t ctx = 0;
+  int src = any_source, tag = any_tag;
+  void* buf = nullptr;
+  std::size_t cap = 0;
+  RequestState* prev = nullptr;
+  RequestState* next = nullptr;
+  // send
+  const void* sbuf = nullptr;
+  std::size_t bytes = 0;
+  int peer = -1;  // world rank of the other side
+  bool registered = false;
+  rt::RemoteKey key;
+  // rendezvous receive
+  std::uint64_t sid = 0;
+  rt::Completion get_done;
+  class Engine* engine = nullptr;
+};
+
+}  // namespace rmp::detail
+
+namespace rmp::p2p {
+
+using detail::RequestState;
+
+// The communication channel of a communicator: user point-to-point traffic and the
+// communicator's collectives never match each other.
+enum class Channel : std::uint32_t { user = 0, collective = 1 };
+
+}  // namespace rmp::p2p
+
+namespace rmp::detail {
+
+// A communicator as p2p sees it: a context id agreed by its members and the map from its
+// ranks to world ranks.
+class CommImpl {
+public:
+  CommImpl(Engine& e, std::uint32_t context, int rank, std::vector<int> world_of)
+      : engine_(e), context_(context), rank_(rank), size_(static_cast<int>(world_of.size())),
+        world_of_(std::move(world_of)) {}
+  CommImpl(Engine& e, std::uint32_t context, int rank, int size)  // identity map (world)
+      : engine_(e), context_(context), rank_(rank), size_(size) {}
+
+  Engine& engine() const { return engine_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int world_rank(int r) const {
+    return world_of_.empty() ? r : world_of_[static_cast<std::size_t>(r)];
+  }
+  std::uint32_t context(p2p::Channel ch) const {
+    return context_ * 2 + static_cast<std::uint32_t>(ch);
+  }
+  std::uint32_t base_context() const { return context_; }
+
+private:
+  Engine& engine_;
+  std::uint32_t context_;
+  int rank_, size_;
+  std::vector<int> world_of_;  // empty: identity
+};
+
+class Engine final : public rt::AmSink {
+public:
+  explicit Engine(rt::Context& ctx);
+  ~Engine();
+
+  rt::Context& context() { return ctx_; }
+
+  // Non-blocking operations; `dest`/`src` are ranks of `comm` (src may be any_source).
+  RequestState* isend(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
+                      int dest, int tag, bool sync);
+  RequestState* irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes,
+                      int src, int tag);
+
+  // Completes r and releases it; throws rmp::Error if it failed (prefixing `call`).
+  Status wait(RequestState* r);
+  // Status if complete (r is then released), nullopt otherwise.
+  std::optional<Status> test(RequestState* r);
+  bool cancel(RequestState* r);
+  // The user's handle went away without waiting.
+  void release(RequestState* r);
+
+  std::optional<Status> iprobe(const CommImpl& comm, p2p::Channel ch, int src, int tag);
+  Status probe(const CommImpl& comm, p2p::Channel ch, int src, int tag);
+
+  int progress();
+  // Runs progress until done() holds, spinning then yielding per the wait policy.
+  template <class Done>
+  void progress_until(Done&& done) {
+    rt::Context::Idle idle(ctx_);
+    while (!done()) {
+      if (progress() > 0) idle.reset();
+      else idle();
+    }
+  }
+
+  // Sends still in flight (finalize drains them).
+  std::size_t outstanding_sends() const { return outstanding_sends_; }
+
+  void on_am(int peer, rt::AmId id, std::span<const std::byte> header,
+             std::span<const std::byte> payload) override;
+
+  // Size of the eager header, so the inline threshold counts user bytes only.
+  static std::size_t eager_header_bytes();
+
+private:
+  struct Unexpected;
+  struct MatchQueues;
+  struct Peer;
+  struct Pending;
+
+  RequestState* alloc();
+  void free_request(RequestState* r);
+  void complete(RequestState* r);
+  void fail(RequestState* r, Errc e, std::string msg);
+  Peer& peer(int world);
+  rt::Endpoint& endpoint_of(Peer& p, int world);
+  MatchQueues& queues(std::uint32_t ctx);
+
+  void send_or_queue(Peer& p, int world, p2p::Am am, std::span<const std::byte> hdr,
+                     std::span<const std::byte> payload, bool inline_hint, RequestState* req,
+                     bool control);
+  int flush_pending();
+  std::uint32_t take_owed(Peer& p);
+  void return_credit(Peer& p, int world, std::size_t bytes);
+  void send_ack(int world, p2p::Am am, std::uint64_t sid);
+
+  void deliver_eager(RequestState* r, int peer, const p2p::EagerHeader& h,
+                     std::span<const std::byte> payload, bool sync, std::uint64_t sid);
+  void start_rendezvous(RequestState* r, int peer, const p2p::RtsHeader& h);
+  static void on_get_done(rt::Completion* c, rt::TStatus s);
+
+  rt::Context& ctx_;
+  std::size_t inline_threshold_, eager_threshold_;
+  std::size_t credit_bytes_;  // eager buffer each receiver grants each sender
+  std::vector<std::unique_ptr<Peer>> peers_;  // by world rank, created on first use
+  std::vector<Peer*> pending_peers_;          // peers with queued sends
+  std::vector<std::unique_ptr<MatchQueues>> queues_;  // by context
+  std::vector<std::unique_ptr<RequestState>> pool_;
+  std::vector<RequestState*> free_;
+  std::vector<std::unique_ptr<Unexpected>> unexpected_pool_;
+  std::vector<Unexpected*> unexpected_free_;
+  std::size_t outstanding_sends_ = 0;
+  std::size_t unexpected_now_ = 0;
+};
+
+}  // namespace rmp::detail
+
+namespace rmp::p2p {
+using detail::CommImpl;
+using detail::Engine;
+}  // namespace rmp::p2p

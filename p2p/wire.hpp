@@ -1,0 +1,64 @@
+// Headers of p2p's active messages (DESIGN §2). Plain structs copied with memcpy; both ends
+// run the same build, so no byte swapping.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "runtime/transport/transport.hpp"
+
+namespace rmp::p2p {
+
+enum class Am : rt::AmId {
+  eager = 0,       // EagerHeader + payload
+  eager_sync = 1,  // SyncHeader + payload: receiver answers sync_ack once matched (ssend)
+  rts = 2,         // RtsHeader: receiver gets the data, then answers fin
+  fin = 3,         // AckHeader: rendezvous data consumed; sender completes
+  sync_ack = 4,    // AckHeader: the ssend was matched
+  credit = 5,      // CreditHeader: eager buffer space returned
+};
+
+// Every header starts with the eager-buffer bytes the sender returns to the receiver.
+struct EagerHeader {
+  std::uint32_t credits;  // bytes of eager buffer returned (piggybacked)
+  std::uint32_t ctx;      // communicator context (channel)
+  std::int32_t tag;
+  std::int32_t src;  // sender's rank in the communicator
+};
+struct SyncHeader {
+  EagerHeader e;
+  std::uint64_t sid;  // sender's request
+};
+struct RtsHeader {
+  EagerHeader e;
+  std::uint64_t size;
+  std::uint64_t sid;
+  std::uint64_t addr;
+  rt::RemoteKey key;
+};
+struct AckHeader {
+  std::uint32_t credits;
+  std::uint32_t pad;
+  std::uint64_t sid;
+};
+struct CreditHeader {
+  std::uint32_t credits;
+};
+static_assert(sizeof(EagerHeader) == 16);
+static_assert(sizeof(RtsHeader) <= 63);
+
+template <class H>
+std::span<const std::byte> bytes_of(const H& h) {
+  return std::as_bytes(std::span(&h, 1));
+}
+
+// Reads a header; returns false when the message is too short to hold it.
+template <class H>
+bool decode(std::span<const std::byte> b, H& h) {
+  if (b.size() < sizeof(H)) return false;
+  std::memcpy(&h, b.data(), sizeof(H));
+  return true;
+}
+
+}  // namespace rmp::p2p

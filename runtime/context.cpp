@@ -1,0 +1,199 @@
+#include "runtime/context.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include <rmp/rmp.hpp>
+
+#include "runtime/log.hpp"
+#include "runtime/transport/self/self_transport.hpp"
+#include "runtime/transport/shm/shm_transport.hpp"
+
+namespace rmp::rt {
+namespace {
+
+Context* g_default = nullptr;
+
+constexpr auto kAddressTimeout = std::chrono::seconds(120);
+
+// Address record published through bootstrap: a list of (transport id, length, bytes).
+enum class TransportId : std::uint8_t { shm = 1 };
+
+std::size_t next_pow2(std::size_t v) { return std::bit_ceil(std::max<std::size_t>(v, 1)); }
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+Context* default_context() { return g_default; }
+void set_default_context(Context* c) { g_default = c; }
+
+Counters& counters() {
+  if (!g_default) throw Error(Errc::invalid_comm, "rmp::rt::counters: rmp is not initialised");
+  return g_default->counters();
+}
+
+Context::Context(std::unique_ptr<Bootstrap> boot) : boot_(std::move(boot)) {
+  ParamsInput in = params_input_from_environment();
+  settings_ = resolve_env_settings(in);
+  set_log(settings_.log_level, id().rank);
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  oversubscribed_ = cores > 0 && id().local_size > cores;
+  endpoints_.assign(static_cast<std::size_t>(id().size), nullptr);
+}
+
+TransportLimits Context::shm_limits(std::size_t am_header_bytes) {
+  TransportLimits l = declared_limits("shm");
+  const TransportCaps caps = shm_static_caps();
+  // What fits in one ring line after the line header and the upper layer's header.
+  l.single_unit_inline = caps.single_unit_inline > am_header_bytes
+                             ? caps.single_unit_inline - am_header_bytes
+                             : 0;
+  l.max_inline = caps.max_inline > am_header_bytes ? caps.max_inline - am_header_bytes : 0;
+  l.min_pipeline_depth = caps.min_pipeline_depth;
+  return l;
+}
+
+Context::~Context() {
+  endpoints_.clear();
+  shm_.reset();
+  self_.reset();
+}
+
+void Context::start(AmSink& sink, std::size_t am_header_bytes) {
+  ParamsInput in = params_input_from_environment();
+  in.transport = "shm";
+  in.limits = shm_limits(am_header_bytes);
+  in.oversubscribed = oversubscribed_;
+  params_ = resolve_params(in);
+  am_header_bytes_ = am_header_bytes;
+  self_ = make_self_transport(id().rank, sink);
+  std::vector<std::byte> address;
+  if (id().local_size > 1) {
+    const Params& p = params_.values;
+    ShmConfig cfg;
+    cfg.ring_lines = next_pow2(std::max<std::size_t>(p.sq_depth, 64));
+    // The byte ring holds several eager messages in flight; at least 64 KiB.
+    cfg.data_bytes = next_pow2(std::max<std::size_t>(4 * p.eager_threshold, std::size_t(1) << 16));
+    // Chunk geometry of the pipelined copy: fragment_size × pipeline_depth, clamped to what a
+    // pair segment may reasonably hold (each pair maps 2 × nchunks × chunk_bytes).
+    cfg.chunk_bytes = std::clamp<std::size_t>(p.fragment_size, 4096, std::size_t(1) << 20);
+    cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
+    cfg.cma = settings_.shm_cma;
+    cfg.copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
+               : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks
+                                                       : ShmConfig::Copy::automatic;
+    cfg.single_copy_min = 0;
+    shm_ = make_shm_transport(id(), cfg, sink, counters_);
+    std::vector<std::byte> a = shm_->address();
+    address.push_back(static_cast<std::byte>(TransportId::shm));
+    address.push_back(static_cast<std::byte>(a.size()));
+    address.insert(address.end(), a.begin(), a.end());
+  }
+  if (id().size > 1) boot_->put("addr/" + std::to_string(id().rank), address);
+  if (settings_.print_params && id().rank == 0) {
+    std::string t = format_params(params_, false);
+    std::fwrite(t.data(), 1, t.size(), stdout);
+    std::fflush(stdout);
+  }
+}
+
+Endpoint& Context::connect(int peer) {
+  Endpoint* e = nullptr;
+  if (peer == id().rank) {
+    e = self_->connect(peer, {});
+  } else {
+    std::vector<std::byte> addr =
+        boot_->get("addr/" + std::to_string(peer),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(kAddressTimeout));
+    for (std::size_t i = 0; i + 2 <= addr.size() && !e;) {
+      const auto tid = static_cast<TransportId>(addr[i]);
+      const std::size_t len = static_cast<std::size_t>(addr[i + 1]);
+      std::span<const std::byte> blob(addr.data() + i + 2, std::min(len, addr.size() - i - 2));
+      if (tid == TransportId::shm && shm_) e = shm_->connect(peer, blob);
+      i += 2 + len;
+    }
+  }
+  if (!e)
+    throw Error(Errc::transport,
+                "no transport reaches rank " + std::to_string(peer) + " from rank " +
+                    std::to_string(id().rank) +
+                    " (only self and shm exist yet: ranks on other nodes need tcp or verbs)");
+  endpoints_[static_cast<std::size_t>(peer)] = e;
+  ++counters_.endpoints;
+  return *e;
+}
+
+std::vector<ParamInfo> Context::effective_params(std::string_view transport) const {
+  if (transport.empty() || transport == "shm") return params_.rows;
+  ParamsInput in = params_input_from_environment();
+  in.transport = std::string(transport);
+  in.limits = transport == "shm" ? shm_limits(am_header_bytes_) : declared_limits(transport);
+  in.oversubscribed = oversubscribed_;
+  return resolve_params(in).rows;
+}
+
+void Context::Idle::operator()() {
+  if (idle_++ == 0) {
+    since_ = std::chrono::steady_clock::now();
+    return;
+  }
+  const Params& p = c_.params();
+  if (p.wait_mode == WaitMode::poll) {
+    cpu_relax();
+    return;
+  }
+  // Look at the clock only every few polls: it costs ~20 ns.
+  if ((idle_ & 15) != 0) {
+    cpu_relax();
+    return;
+  }
+  const auto idle_for = std::chrono::steady_clock::now() - since_;
+  if (idle_for < std::chrono::duration<double, std::micro>(p.spin_us)) return;
+  if (p.wait_mode == WaitMode::block && idle_for > std::chrono::milliseconds(1)) {
+    // Long idle periods: let the core go entirely for a short while.
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return;
+  }
+  ::sched_yield();
+}
+
+void Context::print_stats() const {
+  const Counters& c = counters_;
+  std::string s = "rmp[" + std::to_string(rank()) + "] stats:";
+  auto add = [&](const char* n, std::uint64_t v) { s += std::string(" ") + n + "=" + std::to_string(v); };
+  add("msgs_inline", c.msgs_inline);
+  add("bytes_inline", c.bytes_inline);
+  add("msgs_eager", c.msgs_eager);
+  add("bytes_eager", c.bytes_eager);
+  add("msgs_rndv", c.msgs_rndv);
+  add("bytes_rndv", c.bytes_rndv);
+  add("msgs_self", c.msgs_self);
+  add("credit_stalls", c.credit_stalls);
+  add("credit_returns", c.credit_returns);
+  add("unexpected_msgs", c.unexpected_msgs);
+  add("unexpected_peak", c.unexpected_peak);
+  add("unexpected_eager_bytes_peak", c.unexpected_eager_bytes_peak);
+  add("rndv_fragments", c.rndv_fragments);
+  add("ring_full", c.ring_full);
+  add("shm_gets_single", c.shm_gets_single);
+  add("shm_gets_chunks", c.shm_gets_chunks);
+  add("shm_segments", c.shm_segments);
+  add("endpoints", c.endpoints);
+  s += "\n";
+  std::fwrite(s.data(), 1, s.size(), stderr);
+}
+
+}  // namespace rmp::rt

@@ -1,0 +1,91 @@
+// The runtime context: one per job member (a process, or a thread in in-process tests). It
+// owns the bootstrap, the effective parameters, the transports and the endpoint table, and
+// drives progress. `Environment` creates the process's default context; nothing else is
+// global.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/params.hpp"
+#include "runtime/stats.hpp"
+#include "runtime/transport/transport.hpp"
+
+namespace rmp::rt {
+
+class Context {
+public:
+  // Reads the job identity and the non-knob settings (throws rmp::Error for bad RMP_* values).
+  // Parameters are resolved and transports start in start().
+  explicit Context(std::unique_ptr<Bootstrap> boot);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Resolves the parameters (throws rmp::Error for bad values) and creates the transports, delivering arriving messages to `sink`. `am_header_bytes` is the
+  // upper layer's eager header, so that the inline formula counts only user payload.
+  void start(AmSink& sink, std::size_t am_header_bytes);
+
+  const JobIdentity& id() const { return boot_->identity(); }
+  int rank() const { return id().rank; }
+  int size() const { return id().size; }
+  Bootstrap& bootstrap() { return *boot_; }
+  const Params& params() const { return params_.values; }
+  const ParamSet& param_set() const { return params_; }
+  const EnvSettings& settings() const { return settings_; }
+  std::vector<ParamInfo> effective_params(std::string_view transport) const;
+  Counters& counters() { return counters_; }
+  bool oversubscribed() const { return oversubscribed_; }
+
+  // Endpoint of `peer` (a world rank), connected on first use through the first transport
+  // that reaches it. Throws rmp::Error(transport) when none does.
+  Endpoint& endpoint(int peer) {
+    Endpoint* e = endpoints_[static_cast<std::size_t>(peer)];
+    return e ? *e : connect(peer);
+  }
+
+  // Polls every transport once; returns the number of events handled.
+  int progress() {
+    int n = self_->progress();
+    if (shm_) n += shm_->progress();
+    return n;
+  }
+
+  // Called by a waiting loop each time progress() found nothing: spins for spin_us, then
+  // yields (or sleeps briefly in `block` mode) so that oversubscribed ranks share cores.
+  class Idle {
+  public:
+    explicit Idle(const Context& c) : c_(c) {}
+    void operator()();
+    void reset() { idle_ = 0; }
+
+  private:
+    const Context& c_;
+    std::uint64_t idle_ = 0;
+    std::chrono::steady_clock::time_point since_;
+  };
+
+  void print_stats() const;
+
+private:
+  Endpoint& connect(int peer);
+  static TransportLimits shm_limits(std::size_t am_header_bytes);
+
+  std::unique_ptr<Bootstrap> boot_;
+  std::size_t am_header_bytes_ = 0;
+  ParamSet params_;
+  EnvSettings settings_;
+  Counters counters_;
+  bool oversubscribed_ = false;
+  std::unique_ptr<Transport> self_, shm_;
+  std::vector<Endpoint*> endpoints_;  // by world rank; null until first use
+};
+
+// The process's default context (set by Environment); nullptr outside it.
+Context* default_context();
+void set_default_context(Context* c);
+
+}  // namespace rmp::rt

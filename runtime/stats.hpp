@@ -1,0 +1,32 @@
+// Per-rank counters (RMP_STATS, tests). Plain integers bumped on the data path; no atomics:
+// the engine is driven by one thread at a time.
+#pragma once
+
+#include <cstdint>
+
+namespace rmp::rt {
+
+struct Counters {
+  std::uint64_t msgs_inline = 0, bytes_inline = 0;   // eager-inline sends
+  std::uint64_t msgs_eager = 0, bytes_eager = 0;     // eager-copy sends
+  std::uint64_t msgs_rndv = 0, bytes_rndv = 0;       // rendezvous sends
+  std::uint64_t msgs_self = 0;                       // sends to own rank
+  std::uint64_t credit_stalls = 0;        // eager sends sent as rendezvous for want of credits
+  std::uint64_t credit_returns = 0;       // explicit credit-return messages sent
+  std::uint64_t unexpected_msgs = 0;      // arrivals that found no posted receive
+  std::uint64_t unexpected_peak = 0;      // most unexpected messages queued at once
+  std::uint64_t unexpected_eager_bytes = 0;       // eager payload buffered now
+  std::uint64_t unexpected_eager_bytes_peak = 0;  // most eager payload buffered at once
+  std::uint64_t rndv_fragments = 0;       // get fragments completed (receiver side)
+  std::uint64_t ring_full = 0;            // sends that found the ring full and were queued
+  std::uint64_t shm_gets_single = 0;      // gets served by cross-memory attach
+  std::uint64_t shm_gets_chunks = 0;      // gets served by the pipelined chunk copy
+  std::uint64_t shm_segments = 0;         // pair segments this rank mapped
+  std::uint64_t endpoints = 0;            // peers connected (created on first use)
+};
+
+// Counters of this process's default context (world()). Valid between Environment's
+// construction and destruction.
+Counters& counters();
+
+}  // namespace rmp::rt

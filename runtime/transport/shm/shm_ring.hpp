@@ -1,0 +1,204 @@
+// Single-producer single-consumer message ring of cache lines, plus a byte ring for larger
+// payloads, living in a shared segment. One direction of a shm pair.
+//
+// A message starts on a line whose first word is a sequence number derived from its position
+// (the lap), written last with release order: an 8-byte message touches one line, sequence
+// and payload together. Larger inline messages continue on the following lines (never across
+// the ring's end: a pad message skips to the start). Payloads sent "by copy" go to the byte
+// ring; the line then carries their position. The consumer clears the sequence word of every
+// continuation line it consumed, so stale payload bytes can never pass for a header a lap later.
+#pragma once
+
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "runtime/transport/transport.hpp"
+
+namespace rmp::rt::shm {
+
+inline constexpr std::size_t kLine = 64;
+inline constexpr AmId kAmPad = 31;
+inline constexpr std::size_t kLineHeader = 12;  // seq, am, hdr_len, flags, nlines, payload_len
+inline constexpr std::size_t kMaxMessageLines = 18;  // 12 + 63 header + 1024 inline payload
+inline constexpr std::uint8_t kFlagDataRing = 1;
+
+struct alignas(kLine) Line {
+  std::atomic<std::uint32_t> seq;
+  std::uint8_t am;
+  std::uint8_t hdr_len;
+  std::uint8_t flags;
+  std::uint8_t nlines;
+  std::uint32_t payload_len;
+  std::byte body[kLine - kLineHeader];
+};
+static_assert(sizeof(Line) == kLine);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+// Written by the consumer only; read by the producer when it believes the ring is full.
+struct alignas(kLine) RingShared {
+  std::atomic<std::uint64_t> line_tail{0};
+  std::atomic<std::uint64_t> data_tail{0};
+};
+
+struct RingLayout {
+  RingShared* shared = nullptr;
+  Line* lines = nullptr;
+  std::size_t nlines = 0;  // power of two, ≥ 2 × kMaxMessageLines
+  std::byte* data = nullptr;
+  std::size_t data_bytes = 0;  // power of two
+};
+
+inline std::uint32_t lap_seq(std::uint64_t pos, unsigned lap_shift) {
+  return static_cast<std::uint32_t>(pos >> lap_shift) + 1;  // never 0: 0 marks a cleared line
+}
+
+// Largest inline message (header + payload) the ring carries in one message.
+inline constexpr std::size_t max_inline_bytes() { return kMaxMessageLines * kLine - kLineHeader; }
+
+class RingProducer {
+public:
+  RingProducer() = default;
+  explicit RingProducer(const RingLayout& l)
+      : l_(l), shift_(static_cast<unsigned>(std::countr_zero(l.nlines))) {}
+
+  // Largest payload push() accepts by copy.
+  std::size_t max_payload() const { return l_.data_bytes; }
+
+  // Appends a message; retry when the ring (or byte ring) has no room now.
+  TStatus push(AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload,
+               bool inline_payload) {
+    const std::size_t plen = payload.size();
+    const bool inl = inline_payload || plen == 0;
+    const std::size_t body = inl ? hdr.size() + plen : 8 + hdr.size();
+    const std::size_t need = (kLineHeader + body + kLine - 1) / kLine;
+    if (need > kMaxMessageLines || hdr.size() > 255 || plen > l_.data_bytes)
+      return TStatus::error;
+    const std::size_t mask = l_.nlines - 1;
+    std::uint64_t pos = head_;
+    std::size_t idx = pos & mask;
+    const std::size_t pad = idx + need > l_.nlines ? l_.nlines - idx : 0;
+    if (pos + pad + need - tail_ > l_.nlines) {
+      tail_ = l_.shared->line_tail.load(std::memory_order_acquire);
+      if (pos + pad + need - tail_ > l_.nlines) return TStatus::retry;
+    }
+    std::uint64_t dpos = 0;
+    if (!inl) {
+      const std::size_t dmask = l_.data_bytes - 1;
+      dpos = dhead_;
+      const std::size_t off = dpos & dmask;
+      if (off + plen > l_.data_bytes) dpos += l_.data_bytes - off;  // keep payloads contiguous
+      if (dpos + plen - dtail_ > l_.data_bytes) {
+        dtail_ = l_.shared->data_tail.load(std::memory_order_acquire);
+        if (dpos + plen - dtail_ > l_.data_bytes) return TStatus::retry;
+      }
+    }
+    if (pad) {
+      Line& p = l_.lines[idx];
+      p.am = kAmPad;
+      p.nlines = static_cast<std::uint8_t>(pad);
+      p.flags = 0;
+      p.hdr_len = 0;
+      p.payload_len = 0;
+      p.seq.store(lap_seq(pos, shift_), std::memory_order_release);
+      pos += pad;
+      idx = 0;
+    }
+    Line& m = l_.lines[idx];
+    std::byte* b = m.body;
+    if (!inl) {
+      std::memcpy(b, &dpos, 8);
+      b += 8;
+      std::memcpy(l_.data + (dpos & (l_.data_bytes - 1)), payload.data(), plen);
+      dhead_ = dpos + plen;
+    }
+    if (!hdr.empty()) std::memcpy(b, hdr.data(), hdr.size());
+    if (inl && plen) std::memcpy(b + hdr.size(), payload.data(), plen);
+    m.am = am;
+    m.hdr_len = static_cast<std::uint8_t>(hdr.size());
+    m.flags = inl ? 0 : kFlagDataRing;
+    m.nlines = static_cast<std::uint8_t>(need);
+    m.payload_len = static_cast<std::uint32_t>(plen);
+    m.seq.store(lap_seq(pos, shift_), std::memory_order_release);
+    head_ = pos + need;
+    return TStatus::ok;
+  }
+
+private:
+  RingLayout l_;
+  unsigned shift_ = 0;
+  std::uint64_t head_ = 0, dhead_ = 0;  // private producer positions
+  std::uint64_t tail_ = 0, dtail_ = 0;  // cached consumer positions
+};
+
+class RingConsumer {
+public:
+  RingConsumer() = default;
+  explicit RingConsumer(const RingLayout& l)
+      : l_(l), shift_(static_cast<unsigned>(std::countr_zero(l.nlines))) {}
+
+  // True when a message is waiting (one acquire load).
+  bool ready() const {
+    return l_.lines[pos_ & (l_.nlines - 1)].seq.load(std::memory_order_acquire) ==
+           lap_seq(pos_, shift_);
+  }
+
+  // Delivers at most `budget` messages to deliver(am, header, payload); returns how many.
+  template <class Deliver>
+  int poll(Deliver&& deliver, int budget) {
+    int n = 0;
+    const std::size_t mask = l_.nlines - 1;
+    while (n < budget) {
+      Line& m = l_.lines[pos_ & mask];
+      if (m.seq.load(std::memory_order_acquire) != lap_seq(pos_, shift_)) break;
+      const std::size_t nl = m.nlines;
+      std::uint64_t data_end = 0;
+      if (m.am != kAmPad) {
+        const std::byte* b = m.body;
+        std::span<const std::byte> payload;
+        if (m.flags & kFlagDataRing) {
+          std::uint64_t dpos;
+          std::memcpy(&dpos, b, 8);
+          b += 8;
+          payload = {l_.data + (dpos & (l_.data_bytes - 1)), m.payload_len};
+          data_end = dpos + m.payload_len;
+        } else {
+          payload = {b + m.hdr_len, m.payload_len};
+        }
+        deliver(m.am, std::span<const std::byte>(b, m.hdr_len), payload);
+        ++n;
+      }
+      for (std::size_t i = 1; i < nl; ++i)
+        l_.lines[(pos_ + i) & mask].seq.store(0, std::memory_order_relaxed);
+      pos_ += nl;
+      if (data_end) l_.shared->data_tail.store(data_end, std::memory_order_release);
+      l_.shared->line_tail.store(pos_, std::memory_order_release);
+    }
+    return n;
+  }
+
+private:
+  RingLayout l_;
+  unsigned shift_ = 0;
+  std::uint64_t pos_ = 0;
+};
+
+// Chunk ring of the pipelined copy: the owner of the data fills chunks while the requester
+// drains them, both copying at once.
+struct alignas(kLine) ChunkShared {
+  std::atomic<std::uint64_t> produced{0};
+  alignas(kLine) std::atomic<std::uint64_t> consumed{0};
+};
+
+struct ChunkLayout {
+  ChunkShared* shared = nullptr;
+  std::byte* chunks = nullptr;
+  std::size_t nchunks = 0;
+  std::size_t chunk_bytes = 0;
+};
+
+}  // namespace rmp::rt::shm

@@ -1,0 +1,102 @@
+#include "runtime/transport/shm/shm_segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <rmp/rmp.hpp>
+
+namespace rmp::rt::shm {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, int err) {
+  throw Error(Errc::transport, "shm: " + what + " failed: " + std::strerror(err) +
+                                   (err == ENOSPC || err == ENOMEM ? " (is /dev/shm full?)" : ""));
+}
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+Mapping& Mapping::operator=(Mapping&& o) noexcept {
+  if (this != &o) {
+    if (addr_) ::munmap(addr_, len_);
+    addr_ = o.addr_;
+    len_ = o.len_;
+    o.addr_ = nullptr;
+    o.len_ = 0;
+  }
+  return *this;
+}
+
+Mapping::~Mapping() {
+  if (addr_) ::munmap(addr_, len_);
+}
+
+Mapping create_segment(const std::string& name, std::size_t size) {
+  Fd f;
+  f.fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (f.fd < 0) {
+    if (errno == EEXIST) return {};
+    fail("shm_open of " + name, errno);
+  }
+  if (::ftruncate(f.fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    ::shm_unlink(name.c_str());
+    fail("ftruncate of " + name + " to " + std::to_string(size) + " bytes", err);
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    ::shm_unlink(name.c_str());
+    fail("mmap of " + std::to_string(size) + " bytes segment " + name, err);
+  }
+  return Mapping(p, size);
+}
+
+Mapping open_segment(const std::string& name, std::size_t header_size,
+                     std::size_t (*ready_size)(const void* header),
+                     std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto expired = [&] { return std::chrono::steady_clock::now() > deadline; };
+  Fd f;
+  while ((f.fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0)) < 0) {
+    if (errno != ENOENT) fail("shm_open of " + name, errno);
+    if (expired())
+      throw Error(Errc::timeout, "shm: segment " + name + " did not appear within " +
+                                     std::to_string(timeout.count()) + " ms");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  struct stat st {};
+  for (;;) {
+    if (::fstat(f.fd, &st) != 0) fail("fstat of " + name, errno);
+    if (static_cast<std::size_t>(st.st_size) >= header_size) break;
+    if (expired()) throw Error(Errc::timeout, "shm: segment " + name + " was never sized");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  void* h = ::mmap(nullptr, header_size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0);
+  if (h == MAP_FAILED) fail("mmap of the header of " + name, errno);
+  Mapping header(h, header_size);
+  std::size_t size = 0;
+  while ((size = ready_size(h)) == 0) {
+    if (expired()) throw Error(Errc::timeout, "shm: segment " + name + " never became ready");
+    std::this_thread::yield();
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0);
+  if (p == MAP_FAILED) fail("mmap of " + std::to_string(size) + " bytes segment " + name, errno);
+  return Mapping(p, size);
+}
+
+void unlink_segment(const std::string& name) { ::shm_unlink(name.c_str()); }
+
+}  // namespace rmp::rt::shm

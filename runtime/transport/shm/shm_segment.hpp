@@ -1,0 +1,43 @@
+// POSIX shared-memory segments for the shm transport: created 0600, mapped by the ranks of a
+// node, and unlinked by the last rank to map them so that a crashed job leaves nothing in
+// /dev/shm (rlaunch also removes /dev/shm/rmp-<job id>-* at the end of a job).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace rmp::rt::shm {
+
+class Mapping {
+public:
+  Mapping() = default;
+  Mapping(void* addr, std::size_t len) : addr_(addr), len_(len) {}
+  Mapping(Mapping&& o) noexcept : addr_(o.addr_), len_(o.len_) { o.addr_ = nullptr; o.len_ = 0; }
+  Mapping& operator=(Mapping&& o) noexcept;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping();
+  void* data() const { return addr_; }
+  std::size_t size() const { return len_; }
+  explicit operator bool() const { return addr_ != nullptr; }
+
+private:
+  void* addr_ = nullptr;
+  std::size_t len_ = 0;
+};
+
+// Creates `name` exclusively and maps `size` bytes of it. Returns an empty mapping when the
+// name exists already (another rank won the race); throws rmp::Error(transport) otherwise.
+Mapping create_segment(const std::string& name, std::size_t size);
+
+// Opens an existing segment whose first `header_size` bytes hold a header with a ready flag;
+// `ready_size` reads that header and returns the full size once the creator published it
+// (0 while not ready). Waits up to `timeout` for the name, the size and the flag.
+Mapping open_segment(const std::string& name, std::size_t header_size,
+                     std::size_t (*ready_size)(const void* header),
+                     std::chrono::milliseconds timeout);
+
+void unlink_segment(const std::string& name);
+
+}  // namespace rmp::rt::shm

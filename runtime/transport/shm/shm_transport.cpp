@@ -1,0 +1,609 @@
+// The shared-memory transport: per-pair segments created on first use, each holding for both
+// directions a line ring (control and inline data), a byte ring (eager copies) and a chunk
+// ring (the pipelined rendezvous copy). A node segment holds one doorbell per local rank so
+// that a peer learns about a new pair without polling all N possible peers.
+#include "runtime/transport/shm/shm_transport.hpp"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+#include <vector>
+
+#include <rmp/rmp.hpp>
+
+#include "runtime/log.hpp"
+#include "runtime/transport/shm/shm_ring.hpp"
+#include "runtime/transport/shm/shm_segment.hpp"
+
+namespace rmp::rt {
+namespace {
+
+using namespace shm;
+
+constexpr AmId kAmGetReq = 24;  // requester → owner: serve [addr, addr+len) through chunks
+constexpr AmId kAmPutData = 25;  // a piece of a put without cross-memory attach
+constexpr std::uint32_t kMagic = 0x524d5053;
+constexpr std::size_t kPage = 4096;
+constexpr int kPollBudget = 32;
+constexpr auto kSegmentTimeout = std::chrono::seconds(60);
+
+std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+struct NodeHeader {
+  std::atomic<std::uint32_t> ready;
+  std::atomic<std::uint32_t> mapped;
+  std::uint32_t magic;
+  std::uint32_t local_size;
+  std::uint64_t total;
+  std::uint64_t bell_stride;
+};
+
+// One per local rank: a summary word and a bitmap of local ranks that created a pair with it.
+struct alignas(kLine) Doorbell {
+  std::atomic<std::uint64_t> summary;
+};
+
+struct PairHeader {
+  std::atomic<std::uint32_t> ready;
+  std::atomic<std::uint32_t> mapped;
+  std::uint32_t magic;
+  std::uint32_t nlines;
+  std::uint64_t total;
+  std::uint64_t data_bytes;
+  std::uint64_t chunk_bytes;
+  std::uint64_t nchunks;
+  std::uint64_t dir_off[2];
+  std::int32_t world[2];
+  std::int32_t pid[2];
+};
+
+std::size_t ready_size_of_pair(const void* h) {
+  auto* p = static_cast<const PairHeader*>(h);
+  return p->ready.load(std::memory_order_acquire) == 1 ? p->total : 0;
+}
+std::size_t ready_size_of_node(const void* h) {
+  auto* p = static_cast<const NodeHeader*>(h);
+  return p->ready.load(std::memory_order_acquire) == 1 ? p->total : 0;
+}
+
+struct ShmAddress {
+  std::int32_t node, local_rank, pid, world;
+};
+
+// Offsets inside one direction's area.
+struct DirLayout {
+  std::size_t ring_shared = 0, chunk_shared = kLine, lines = 3 * kLine, data = 0, chunks = 0,
+              size = 0;
+  DirLayout(std::size_t nlines, std::size_t data_bytes, std::size_t nchunks, std::size_t chunk) {
+    data = round_up(lines + nlines * kLine, kPage);
+    chunks = round_up(data + data_bytes, kPage);
+    size = round_up(chunks + nchunks * chunk, kPage);
+  }
+};
+
+class ShmTransport;
+
+struct GetJob {
+  std::byte* dst;
+  std::size_t len, off;
+  Completion* done;
+};
+struct ServeJob {
+  const std::byte* src;
+  std::size_t len, off;
+};
+struct CmaJob {
+  int pid;
+  std::byte* local;
+  std::uint64_t remote;
+  std::size_t len;
+  Completion* done;
+  bool write;
+  class ShmEndpoint* ep;
+};
+// A transport-internal message waiting for ring space; payload points to memory that stays
+// valid until the matching completion runs.
+struct PendingCtl {
+  AmId am;
+  std::array<std::byte, 16> hdr;
+  std::span<const std::byte> payload;
+  Completion* done;  // run once sent (puts), or nullptr
+};
+
+class ShmEndpoint final : public Endpoint {
+public:
+  ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, int my_dir);
+
+  TStatus send_am(AmId id, std::span<const std::byte> header,
+                  std::span<const std::byte> payload, bool inline_hint) override {
+    return out_.push(id, header, payload, inline_hint);
+  }
+  TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
+              Completion* done) override;
+  TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
+              Completion* done) override;
+  Transport& transport() override;
+
+  int poll(AmSink& sink, Counters& c);
+  int advance();
+  bool busy() const { return !gets_.empty() || !serve_.empty() || !ctl_.empty(); }
+  void start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote, Completion* done);
+
+private:
+  void send_ctl(AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload,
+                Completion* done);
+  int serve_chunks();
+  int drain_chunks();
+
+  ShmTransport& t_;
+  int peer_pid_;
+  Mapping seg_;
+  RingProducer out_;
+  RingConsumer in_;
+  ChunkLayout out_chunks_, in_chunks_;
+  std::uint64_t produced_ = 0, consumed_cache_ = 0;  // as owner (out_chunks_)
+  std::uint64_t consumed_ = 0, produced_cache_ = 0;  // as requester (in_chunks_)
+  std::deque<GetJob> gets_;
+  std::deque<ServeJob> serve_;
+  std::deque<PendingCtl> ctl_;
+};
+
+class ShmTransport final : public Transport {
+public:
+  ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c);
+
+  const char* name() const override { return "shm"; }
+  TransportCaps caps() const override {
+    TransportCaps k = shm_static_caps();
+    k.max_am_payload = cfg_.data_bytes;
+    k.zero_copy_get = cma_ok_;
+    k.zero_copy_put = cma_ok_;
+    return k;
+  }
+  std::vector<std::byte> address() const override {
+    ShmAddress a{id_.node_id, id_.local_rank, static_cast<std::int32_t>(::getpid()), id_.rank};
+    std::vector<std::byte> v(sizeof a);
+    std::memcpy(v.data(), &a, sizeof a);
+    return v;
+  }
+  Endpoint* connect(int peer, std::span<const std::byte> peer_address) override;
+  RemoteKey register_memory(std::span<const std::byte>) override {
+    RemoteKey k;
+    std::int32_t pid = ::getpid();
+    k.len = sizeof pid;
+    std::memcpy(k.bytes.data(), &pid, sizeof pid);
+    return k;
+  }
+  void deregister_memory(std::span<const std::byte>, const RemoteKey&) override {}
+  int progress() override;
+
+  // Used by endpoints.
+  bool use_single_copy(std::size_t len) const {
+    if (!cma_ok_) return false;
+    switch (cfg_.copy) {
+      case ShmConfig::Copy::single: return true;
+      case ShmConfig::Copy::chunks: return false;
+      case ShmConfig::Copy::automatic:
+        return cfg_.single_copy_min != 0 && len >= cfg_.single_copy_min;
+    }
+    return false;
+  }
+  void complete_later(Completion* c, TStatus s) { done_.push_back({c, s}); }
+  void add_cma(const CmaJob& j) { cma_.push_back(j); }
+  void mark_busy(ShmEndpoint* ep) {
+    if (std::find(busy_.begin(), busy_.end(), ep) == busy_.end()) busy_.push_back(ep);
+  }
+  Counters& counters() { return c_; }
+  AmSink& sink() { return sink_; }
+
+private:
+  std::string pair_name(int a, int b) const {
+    return "/rmp-" + id_.job_id + "-n" + std::to_string(id_.node_id) + "-" +
+           std::to_string(std::min(a, b)) + "-" + std::to_string(std::max(a, b));
+  }
+  Doorbell* bell(int local_rank) const {
+    return reinterpret_cast<Doorbell*>(static_cast<std::byte*>(node_.data()) + kLine +
+                                       static_cast<std::size_t>(local_rank) * bell_stride_);
+  }
+  std::atomic<std::uint64_t>* bell_bits(int local_rank) const {
+    return reinterpret_cast<std::atomic<std::uint64_t>*>(
+        reinterpret_cast<std::byte*>(bell(local_rank)) + kLine);
+  }
+  ShmEndpoint* attach(int local_peer, Mapping seg);
+  int accept_new();
+  int run_cma();
+
+  JobIdentity id_;
+  ShmConfig cfg_;
+  AmSink& sink_;
+  Counters& c_;
+  Mapping node_;
+  std::size_t bell_stride_ = 0;
+  bool cma_ok_;
+  std::vector<std::unique_ptr<ShmEndpoint>> eps_;
+  std::unordered_map<int, ShmEndpoint*> by_local_;
+  std::vector<ShmEndpoint*> busy_;
+  std::vector<std::pair<Completion*, TStatus>> done_;
+  std::vector<CmaJob> cma_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, int my_dir)
+    : Endpoint(peer), t_(t), peer_pid_(peer_pid), seg_(std::move(seg)) {
+  auto* h = static_cast<PairHeader*>(seg_.data());
+  auto* base = static_cast<std::byte*>(seg_.data());
+  DirLayout d(h->nlines, h->data_bytes, h->nchunks, h->chunk_bytes);
+  auto layout = [&](int dir) {
+    std::byte* p = base + h->dir_off[dir];
+    RingLayout r;
+    r.shared = reinterpret_cast<RingShared*>(p + d.ring_shared);
+    r.lines = reinterpret_cast<Line*>(p + d.lines);
+    r.nlines = h->nlines;
+    r.data = p + d.data;
+    r.data_bytes = h->data_bytes;
+    ChunkLayout c;
+    c.shared = reinterpret_cast<ChunkShared*>(p + d.chunk_shared);
+    c.chunks = p + d.chunks;
+    c.nchunks = h->nchunks;
+    c.chunk_bytes = h->chunk_bytes;
+    return std::pair{r, c};
+  };
+  auto [out_ring, out_chunks] = layout(my_dir);
+  auto [in_ring, in_chunks] = layout(1 - my_dir);
+  out_ = RingProducer(out_ring);
+  in_ = RingConsumer(in_ring);
+  out_chunks_ = out_chunks;
+  in_chunks_ = in_chunks;
+}
+
+Transport& ShmEndpoint::transport() { return t_; }
+
+void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
+                           std::span<const std::byte> payload, Completion* done) {
+  if (ctl_.empty() && out_.push(am, hdr, payload, false) == TStatus::ok) {
+    if (done) t_.complete_later(done, TStatus::ok);
+    return;
+  }
+  PendingCtl p{am, {}, payload, done};
+  std::memcpy(p.hdr.data(), hdr.data(), std::min(hdr.size(), p.hdr.size()));
+  ctl_.push_back(p);
+  t_.mark_busy(this);
+}
+
+void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
+                                  Completion* done) {
+  std::uint64_t req[2] = {remote, len};
+  gets_.push_back({dst, len, 0, done});
+  send_ctl(kAmGetReq, std::as_bytes(std::span(req)), {}, nullptr);
+  t_.mark_busy(this);
+  ++t_.counters().shm_gets_chunks;
+}
+
+TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
+                         Completion* done) {
+  if (local.empty()) {
+    t_.complete_later(done, TStatus::ok);
+  } else if (t_.use_single_copy(local.size())) {
+    t_.add_cma({peer_pid_, local.data(), remote_addr, local.size(), done, false, this});
+  } else {
+    start_chunk_get(local.data(), local.size(), remote_addr, done);
+  }
+  return TStatus::ok;
+}
+
+TStatus ShmEndpoint::put(std::span<const std::byte> local, std::uint64_t remote_addr,
+                         const RemoteKey&, Completion* done) {
+  if (local.empty()) {
+    t_.complete_later(done, TStatus::ok);
+    return TStatus::ok;
+  }
+  if (t_.use_single_copy(local.size())) {
+    t_.add_cma({peer_pid_, const_cast<std::byte*>(local.data()), remote_addr, local.size(), done,
+                true, this});
+    return TStatus::ok;
+  }
+  // Without cross-memory attach the target copies the pieces in as they arrive.
+  const std::size_t piece = std::max<std::size_t>(out_chunks_.chunk_bytes / 2, 4096);
+  for (std::size_t off = 0; off < local.size(); off += piece) {
+    const std::size_t n = std::min(piece, local.size() - off);
+    std::uint64_t hdr[2] = {remote_addr + off, n};
+    send_ctl(kAmPutData, std::as_bytes(std::span(hdr)), local.subspan(off, n),
+             off + n == local.size() ? done : nullptr);
+  }
+  return TStatus::ok;
+}
+
+int ShmEndpoint::poll(AmSink& sink, Counters&) {
+  if (!in_.ready()) return 0;
+  return in_.poll(
+      [&](AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload) {
+        if (am < kAmUserLimit) {
+          sink.on_am(peer(), am, hdr, payload);
+        } else if (am == kAmGetReq) {
+          std::uint64_t req[2];
+          std::memcpy(req, hdr.data(), sizeof req);
+          serve_.push_back({reinterpret_cast<const std::byte*>(req[0]),
+                            static_cast<std::size_t>(req[1]), 0});
+          t_.mark_busy(this);
+        } else if (am == kAmPutData) {
+          std::uint64_t h[2];
+          std::memcpy(h, hdr.data(), sizeof h);
+          std::memcpy(reinterpret_cast<void*>(h[0]), payload.data(), payload.size());
+        }
+      },
+      kPollBudget);
+}
+
+int ShmEndpoint::serve_chunks() {
+  int n = 0;
+  ChunkShared* sh = out_chunks_.shared;
+  while (!serve_.empty()) {
+    ServeJob& j = serve_.front();
+    if (produced_ - consumed_cache_ >= out_chunks_.nchunks) {
+      consumed_cache_ = sh->consumed.load(std::memory_order_acquire);
+      if (produced_ - consumed_cache_ >= out_chunks_.nchunks) break;
+    }
+    const std::size_t len = std::min(out_chunks_.chunk_bytes, j.len - j.off);
+    std::memcpy(out_chunks_.chunks + (produced_ % out_chunks_.nchunks) * out_chunks_.chunk_bytes,
+                j.src + j.off, len);
+    j.off += len;
+    sh->produced.store(++produced_, std::memory_order_release);
+    ++n;
+    if (j.off == j.len) serve_.pop_front();
+  }
+  return n;
+}
+
+int ShmEndpoint::drain_chunks() {
+  int n = 0;
+  ChunkShared* sh = in_chunks_.shared;
+  while (!gets_.empty()) {
+    GetJob& j = gets_.front();
+    if (consumed_ == produced_cache_) {
+      produced_cache_ = sh->produced.load(std::memory_order_acquire);
+      if (consumed_ == produced_cache_) break;
+    }
+    const std::size_t len = std::min(in_chunks_.chunk_bytes, j.len - j.off);
+    std::memcpy(j.dst + j.off,
+                in_chunks_.chunks + (consumed_ % in_chunks_.nchunks) * in_chunks_.chunk_bytes,
+                len);
+    j.off += len;
+    sh->consumed.store(++consumed_, std::memory_order_release);
+    ++t_.counters().rndv_fragments;
+    ++n;
+    if (j.off == j.len) {
+      t_.complete_later(j.done, TStatus::ok);
+      gets_.pop_front();
+    }
+  }
+  return n;
+}
+
+int ShmEndpoint::advance() {
+  int n = 0;
+  while (!ctl_.empty()) {
+    PendingCtl& p = ctl_.front();
+    const std::size_t hlen = p.am == kAmGetReq || p.am == kAmPutData ? 16 : 0;
+    if (out_.push(p.am, std::span(p.hdr.data(), hlen), p.payload, false) != TStatus::ok) break;
+    if (p.done) t_.complete_later(p.done, TStatus::ok);
+    ctl_.pop_front();
+    ++n;
+  }
+  if (!serve_.empty()) n += serve_chunks();
+  if (!gets_.empty()) n += drain_chunks();
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c)
+    : id_(id), cfg_(cfg), sink_(sink), c_(c), cma_ok_(cfg.cma) {
+  if (id_.local_size <= 1) return;
+  const std::string name = "/rmp-" + id_.job_id + "-n" + std::to_string(id_.node_id);
+  const std::size_t words = (static_cast<std::size_t>(id_.local_size) + 63) / 64;
+  bell_stride_ = kLine + round_up(words * 8, kLine);
+  const std::size_t total = kLine + bell_stride_ * static_cast<std::size_t>(id_.local_size);
+  NodeHeader* h = nullptr;
+  if (id_.local_rank == 0) {
+    node_ = create_segment(name, total);
+    if (!node_)
+      throw Error(Errc::transport, "shm: node segment " + name +
+                                       " exists already (a stale segment of another job?)");
+    h = static_cast<NodeHeader*>(node_.data());
+    h->magic = kMagic;
+    h->local_size = static_cast<std::uint32_t>(id_.local_size);
+    h->total = total;
+    h->bell_stride = bell_stride_;
+    h->mapped.store(0, std::memory_order_relaxed);
+    h->ready.store(1, std::memory_order_release);
+  } else {
+    node_ = open_segment(name, sizeof(NodeHeader), ready_size_of_node,
+                         std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout));
+    h = static_cast<NodeHeader*>(node_.data());
+    if (h->magic != kMagic || h->local_size != static_cast<std::uint32_t>(id_.local_size))
+      throw Error(Errc::transport, "shm: node segment " + name + " does not match this job");
+  }
+  // The last local rank to map the segment removes its name: nothing is left in /dev/shm.
+  if (h->mapped.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+      static_cast<std::uint32_t>(id_.local_size))
+    unlink_segment(name);
+}
+
+ShmEndpoint* ShmTransport::attach(int local_peer, Mapping seg) {
+  auto* h = static_cast<PairHeader*>(seg.data());
+  const int my_dir = id_.local_rank < local_peer ? 0 : 1;
+  const int peer_world = h->world[1 - my_dir];
+  const int peer_pid = h->pid[1 - my_dir];
+  auto ep = std::make_unique<ShmEndpoint>(*this, peer_world, peer_pid, std::move(seg), my_dir);
+  ShmEndpoint* raw = ep.get();
+  eps_.push_back(std::move(ep));
+  by_local_[local_peer] = raw;
+  ++c_.shm_segments;
+  return raw;
+}
+
+Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_address) {
+  if (peer_address.size() != sizeof(ShmAddress)) return nullptr;
+  ShmAddress a;
+  std::memcpy(&a, peer_address.data(), sizeof a);
+  if (a.node != id_.node_id || id_.local_size <= 1 || a.local_rank == id_.local_rank)
+    return nullptr;
+  if (auto it = by_local_.find(a.local_rank); it != by_local_.end()) return it->second;
+
+  const std::string name = pair_name(id_.local_rank, a.local_rank);
+  const DirLayout d(cfg_.ring_lines, cfg_.data_bytes, cfg_.nchunks, cfg_.chunk_bytes);
+  const std::size_t hdr_size = round_up(sizeof(PairHeader), kPage);
+  const std::size_t total = hdr_size + 2 * d.size;
+  Mapping seg = create_segment(name, total);
+  const int my_dir = id_.local_rank < a.local_rank ? 0 : 1;
+  if (seg) {
+    auto* h = static_cast<PairHeader*>(seg.data());
+    h->magic = kMagic;
+    h->nlines = static_cast<std::uint32_t>(cfg_.ring_lines);
+    h->total = total;
+    h->data_bytes = cfg_.data_bytes;
+    h->chunk_bytes = cfg_.chunk_bytes;
+    h->nchunks = cfg_.nchunks;
+    h->dir_off[0] = hdr_size;
+    h->dir_off[1] = hdr_size + d.size;
+    h->world[my_dir] = id_.rank;
+    h->world[1 - my_dir] = peer;
+    h->pid[my_dir] = ::getpid();
+    h->pid[1 - my_dir] = a.pid;
+    h->mapped.store(1, std::memory_order_relaxed);
+    h->ready.store(1, std::memory_order_release);
+    ShmEndpoint* ep = attach(a.local_rank, std::move(seg));
+    // Tell the peer: it maps the pair at its next progress and removes the name.
+    bell_bits(a.local_rank)[id_.local_rank / 64].fetch_or(1ull << (id_.local_rank % 64),
+                                                          std::memory_order_release);
+    bell(a.local_rank)->summary.fetch_or(1, std::memory_order_release);
+    return ep;
+  }
+  // The peer created the pair at the same moment; map its segment.
+  seg = open_segment(name, sizeof(PairHeader), ready_size_of_pair,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout));
+  if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2) unlink_segment(name);
+  return attach(a.local_rank, std::move(seg));
+}
+
+int ShmTransport::accept_new() {
+  Doorbell* b = bell(id_.local_rank);
+  if (b->summary.exchange(0, std::memory_order_acq_rel) == 0) return 0;
+  int n = 0;
+  const std::size_t words = (static_cast<std::size_t>(id_.local_size) + 63) / 64;
+  for (std::size_t w = 0; w < words; ++w) {
+    std::uint64_t bits = bell_bits(id_.local_rank)[w].exchange(0, std::memory_order_acq_rel);
+    while (bits) {
+      const int peer_local = static_cast<int>(w * 64) + std::countr_zero(bits);
+      bits &= bits - 1;
+      if (by_local_.count(peer_local)) continue;
+      const std::string name = pair_name(id_.local_rank, peer_local);
+      Mapping seg =
+          open_segment(name, sizeof(PairHeader), ready_size_of_pair,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout));
+      if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2)
+        unlink_segment(name);
+      attach(peer_local, std::move(seg));
+      ++n;
+    }
+  }
+  return n;
+}
+
+int ShmTransport::run_cma() {
+  std::vector<CmaJob> jobs;
+  jobs.swap(cma_);
+  for (const CmaJob& j : jobs) {
+    std::size_t off = 0;
+    int err = 0;
+    while (off < j.len) {
+      iovec l{j.local + off, j.len - off};
+      iovec r{reinterpret_cast<void*>(j.remote + off), j.len - off};
+      ssize_t n = j.write ? ::process_vm_writev(j.pid, &l, 1, &r, 1, 0)
+                          : ::process_vm_readv(j.pid, &l, 1, &r, 1, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        err = errno;
+        break;
+      }
+      if (n == 0) {
+        err = EFAULT;
+        break;
+      }
+      off += static_cast<std::size_t>(n);
+    }
+    if (err == EPERM || err == ENOSYS) {
+      // Cross-memory attach is forbidden here (ptrace rules): use the chunk copy from now on.
+      if (cma_ok_)
+        log_warn("shm: cross-memory attach is not permitted (" + std::string(std::strerror(err)) +
+                 "); copying through shared chunks instead");
+      cma_ok_ = false;
+      if (!j.write) {
+        j.ep->start_chunk_get(j.local, j.len, j.remote, j.done);
+      } else {
+        (void)j.ep->put({j.local, j.len}, j.remote, RemoteKey{}, j.done);
+      }
+      continue;
+    }
+    if (err) {
+      log_warn(std::string("shm: process_vm_") + (j.write ? "writev" : "readv") + " of " +
+               std::to_string(j.len) + " bytes from pid " + std::to_string(j.pid) +
+               " failed: " + std::strerror(err));
+    } else if (!j.write) {
+      ++c_.shm_gets_single;
+      ++c_.rndv_fragments;
+    }
+    complete_later(j.done, err ? TStatus::error : TStatus::ok);
+  }
+  return static_cast<int>(jobs.size());
+}
+
+int ShmTransport::progress() {
+  int n = 0;
+  // By index: a handler may connect a new peer and grow eps_.
+  for (std::size_t i = 0; i < eps_.size(); ++i) n += eps_[i]->poll(sink_, c_);
+  if (node_ && bell(id_.local_rank)->summary.load(std::memory_order_relaxed)) n += accept_new();
+  if (!busy_.empty()) {
+    for (std::size_t i = 0; i < busy_.size();) {
+      n += busy_[i]->advance();
+      if (busy_[i]->busy()) {
+        ++i;
+      } else {
+        busy_[i] = busy_.back();
+        busy_.pop_back();
+      }
+    }
+  }
+  if (!cma_.empty()) n += run_cma();
+  if (!done_.empty()) {
+    std::vector<std::pair<Completion*, TStatus>> done;
+    done.swap(done_);
+    for (auto [c, s] : done) c->fn(c, s);
+    n += static_cast<int>(done.size());
+  }
+  return n;
+}
+
+}  // namespace
+
+TransportCaps shm_static_caps() {
+  TransportCaps k;
+  k.max_inline = max_inline_bytes();
+  k.single_unit_inline = kLine - kLineHeader;
+  k.min_pipeline_depth = 2;
+  return k;
+}
+
+std::unique_ptr<Transport> make_shm_transport(const JobIdentity& id, const ShmConfig& cfg,
+                                              AmSink& sink, Counters& counters) {
+  return std::make_unique<ShmTransport>(id, cfg, sink, counters);
+}
+
+}  // namespace rmp::rt

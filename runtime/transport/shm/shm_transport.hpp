@@ -1,0 +1,34 @@
+// Factory of the shared-memory transport (ranks of one node). Its internals stay in this
+// folder; the runtime sees only the Transport interface.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/stats.hpp"
+#include "runtime/transport/transport.hpp"
+
+namespace rmp::rt {
+
+struct ShmConfig {
+  enum class Copy { automatic, single, chunks };
+  std::size_t ring_lines = 256;      // sq_depth rounded up to a power of two
+  std::size_t data_bytes = 1 << 16;  // byte ring for eager-copy payloads, power of two
+  std::size_t chunk_bytes = 1 << 17;  // fragment_size: chunk of the pipelined copy
+  std::size_t nchunks = 2;            // pipeline_depth: chunks in flight
+  bool cma = true;                    // RMP_SHM_CMA
+  Copy copy = Copy::automatic;        // RMP_SHM_COPY
+  std::size_t single_copy_min = 0;    // automatic: single copy from this size up (0 = never)
+};
+
+// Capabilities that do not depend on a running transport (ring geometry).
+TransportCaps shm_static_caps();
+
+// Maps the node segment (local rank 0 creates it) and returns the transport. Throws
+// rmp::Error naming the segment and the failing call when shared memory is unusable.
+std::unique_ptr<Transport> make_shm_transport(const JobIdentity& id, const ShmConfig& cfg,
+                                              AmSink& sink, Counters& counters);
+
+}  // namespace rmp::rt

@@ -1,0 +1,52 @@
+// Ranks as threads in one process (after Gloo's spawnThreads): each thread gets its own
+// runtime context over an in-process bootstrap, a p2p engine and a world communicator, and
+// the real shm transport between them.
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "p2p/engine.hpp"
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/context.hpp"
+
+namespace rmp::testing {
+
+struct ThreadRank {
+  rt::Context& ctx;
+  detail::Engine& engine;
+  detail::CommImpl& world;
+};
+
+// Runs fn on n thread-ranks; rethrows the first exception any of them threw.
+inline void run_thread_ranks(int n, const std::function<void(ThreadRank&)>& fn) {
+  auto store = rt::make_in_process_store(n);
+  std::exception_ptr first;
+  std::mutex m;
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r) {
+    ts.emplace_back([&, r] {
+      try {
+        rt::Context ctx(rt::make_in_process_bootstrap(store, r));
+        detail::Engine engine(ctx);
+        detail::CommImpl world(engine, 0, r, n);
+        ThreadRank tr{ctx, engine, world};
+        fn(tr);
+        // Finalize: drain sends, then a barrier through bootstrap (no further traffic).
+        engine.progress_until([&] { return engine.outstanding_sends() == 0; });
+        ctx.bootstrap().fence(std::chrono::seconds(60));
+      } catch (...) {
+        std::lock_guard<std::mutex> g(m);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace rmp::testing
