@@ -23,20 +23,21 @@ namespace rmp::wire {
 
 inline constexpr std::uint32_t kMaxFrame = 1u << 20;  // a frame larger than this is an error
 
+// Request bodies → reply. Every request but abort gets exactly one reply.
 enum class Op : std::uint8_t {
-  hello = 1,     // client → server: str token, u32 rank            reply: ok | error
-  put = 2,       // str key, blob value                              reply: ok
-  get = 3,       // str key, u32 timeout_ms                          reply: ok + blob | not_found
-  fence = 4,     // u32 timeout_ms                                   reply: ok | error (when all ranks fenced)
-  abort = 5,     // i32 code, str why                                no reply; launcher ends the job
-  finalize = 6,  // (empty)                                          reply: ok
+  hello = 1,     // str token, u32 rank       → ok | error (rejected; the server then closes)
+  put = 2,       // str key, blob value       → ok
+  get = 3,       // str key, u32 timeout_ms   → ok + blob | not_found (after timeout_ms)
+  fence = 4,     // u32 timeout_ms            → ok once every rank has fenced | error
+  abort = 5,     // i32 code, str why         → none: the launcher ends the job
+  finalize = 6,  // (empty)                   → ok
   reply_ok = 64,
   reply_not_found = 65,
   reply_error = 66,  // u8 ErrorReason, str message
 };
 
 // Why the server refused a request; lets the client pick the rmp::Errc (a fence that timed out
-// is Errc::timeout, a fence that can never complete because a rank is gone is not).
+// is Errc::timeout, one that can never complete because a rank has exited Errc::peer_failed).
 enum class ErrorReason : std::uint8_t {
   bad_request = 1,  // malformed frame, unknown opcode, request before HELLO
   rejected = 2,     // HELLO refused: wrong token, rank out of range or already connected
@@ -96,7 +97,8 @@ public:
   // size() <= 4 + kMaxFrame.
   std::vector<std::byte> finish() {
     const auto n = static_cast<std::uint32_t>(buf_.size() - 4);
-    for (int i = 0; i < 4; ++i) buf_[static_cast<std::size_t>(i)] = static_cast<std::byte>((n >> (8 * i)) & 0xffu);
+    for (int i = 0; i < 4; ++i)
+      buf_[static_cast<std::size_t>(i)] = static_cast<std::byte>((n >> (8 * i)) & 0xffu);
     return std::move(buf_);
   }
 

@@ -1,0 +1,94 @@
+// rlaunch: starts the ranks of one job on this node and serves their bootstrap (DESIGN §4,
+// API.md "Command-line and environment contract"). This file turns the command line into a
+// job and errors into exit statuses; job.cpp does the work.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "launcher/errors.hpp"
+#include "launcher/job.hpp"
+#include "launcher/options.hpp"
+
+namespace {
+
+using namespace rmp::launcher;
+
+constexpr int kExitUsage = 2;
+constexpr int kExitLauncherError = 1;
+
+// A launcher started with stdin/stdout/stderr closed would hand those numbers out for its own
+// pipes and sockets, and the ranks' dup2() onto 0-2 would then clobber them.
+void ensure_standard_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      const int opened = ::open("/dev/null", O_RDWR);
+      if (opened >= 0 && opened != fd) ::close(opened);  // cannot happen: lowest free number
+    }
+  }
+}
+
+// Three descriptors per rank (two pipes, one socket): lift the soft limit to the hard one so
+// -n in the hundreds does not fail on the default 1024.
+void raise_fd_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+JobSpec job_spec(LaunchOptions options) {
+  JobSpec spec;
+  spec.command = std::move(options.command);
+  spec.np = options.np;
+  spec.bind_to = options.bind_to;
+  spec.tag_output = options.tag_output;
+  spec.timeout = options.timeout;
+  spec.timeout_text = options.timeout_text;
+  spec.env = std::move(options.exports);
+  if (options.profile) spec.env.emplace_back("RMP_PROFILE", *options.profile);
+  if (!options.params.empty()) {
+    std::string joined;  // "k=v;k=v", read back by the knob table (runtime/params.cpp)
+    for (const auto& [key, value] : options.params)
+      joined += (joined.empty() ? "" : ";") + key + "=" + value;
+    spec.env.emplace_back("RMP_CLI_PARAMS", joined);
+  }
+  if (options.print_params) spec.env.emplace_back("RMP_PRINT_PARAMS", "1");
+  return spec;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ensure_standard_fds();
+  try {
+    LaunchOptions options = parse_command_line(std::vector<std::string>(argv + 1, argv + argc));
+    if (options.help) {
+      std::fputs(usage_text().c_str(), stdout);
+      return 0;
+    }
+    if (const auto remote = first_remote_host(options)) {
+      std::fprintf(stderr,
+                   "rlaunch: multi-node launch is not implemented yet (host '%s' from %s is not "
+                   "this node)\n",
+                   remote->name.c_str(), remote->origin.c_str());
+      return kExitUsage;
+    }
+    raise_fd_limit();
+    return run_job(job_spec(std::move(options)));
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "rlaunch: %s\nTry 'rlaunch --help' for usage.\n", e.what());
+    return kExitUsage;
+  } catch (const SystemError& e) {
+    std::fprintf(stderr, "rlaunch: %s\n", e.what());
+    return kExitLauncherError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlaunch: %s\n", e.what());
+    return kExitLauncherError;
+  }
+}

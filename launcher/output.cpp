@@ -1,0 +1,57 @@
+// Line forwarding of rank output (output.hpp).
+#include "launcher/output.hpp"
+
+#include "launcher/fd.hpp"
+
+namespace rmp::launcher {
+
+void OutputSink::write(std::string_view data) {
+  if (broken_ || data.empty()) return;
+  if (!write_all(fd_, data.data(), data.size())) broken_ = true;
+}
+
+void LineForwarder::feed(std::string_view data) {
+  std::string batch;  // one write() for everything complete in this chunk
+  if (prefix_.empty()) {
+    // Untagged: no per-line work, everything up to the last newline goes out as it is.
+    const auto last = data.rfind('\n');
+    if (last != std::string_view::npos) {
+      batch.reserve(pending_.size() + last + 1);
+      batch += pending_;
+      batch.append(data.substr(0, last + 1));
+      pending_.clear();
+      data.remove_prefix(last + 1);
+    }
+  } else {
+    for (auto nl = data.find('\n'); nl != std::string_view::npos; nl = data.find('\n')) {
+      if (!mid_line_) batch += prefix_;
+      batch += pending_;
+      batch.append(data.substr(0, nl + 1));
+      pending_.clear();
+      mid_line_ = false;
+      data.remove_prefix(nl + 1);
+    }
+  }
+  if (!data.empty()) {
+    pending_.append(data);
+    if (pending_.size() >= kMaxPendingLine) {
+      if (!mid_line_) batch += prefix_;
+      batch += pending_;
+      pending_.clear();
+      mid_line_ = true;
+    }
+  }
+  sink_->write(batch);
+}
+
+void LineForwarder::finish() {
+  if (pending_.empty() && !(mid_line_ && !prefix_.empty())) return;
+  std::string rest = mid_line_ ? std::string() : prefix_;
+  rest += pending_;
+  if (!prefix_.empty()) rest += '\n';
+  pending_.clear();
+  mid_line_ = false;
+  sink_->write(rest);
+}
+
+}  // namespace rmp::launcher

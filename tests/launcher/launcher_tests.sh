@@ -1,0 +1,438 @@
+#!/usr/bin/env bash
+# Launcher behaviour tests (DESIGN §4, API.md contract): usage: launcher_tests.sh CASE RLAUNCH PROBE
+# Every rlaunch run is wrapped in `timeout` so a hang fails the test instead of CI.
+set -u
+
+CASE=$1
+RLAUNCH=$2
+PROBE=$3
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/rlaunch-test-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+# rlaunch's socket directories go under this test's own, so even a killed rlaunch leaves nothing.
+export TMPDIR=$WORK
+OUT=$WORK/out
+ERR=$WORK/err
+RC=0
+ELAPSED=0
+FAILED=0
+# Under RMP_SANITIZE a probe's deliberate SIGSEGV must stay a SIGSEGV, not an ASan report + exit 1.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0"
+
+# Run a command (under timeout), capturing stdout, stderr, exit status and wall time (seconds).
+run() {
+  local start end
+  start=$(date +%s%N)
+  timeout -k 5 30 "$@" >"$OUT" 2>"$ERR" </dev/null
+  RC=$?
+  end=$(date +%s%N)
+  ELAPSED=$(( (end - start) / 1000000 ))  # ms
+}
+
+fail() {
+  echo "FAIL [$CASE]: $*" >&2
+  echo "--- stdout:" >&2; cat "$OUT" >&2 2>/dev/null
+  echo "--- stderr:" >&2; cat "$ERR" >&2 2>/dev/null
+  FAILED=1
+}
+expect_rc() { [ "$RC" -eq "$1" ] || fail "exit status $RC, expected $1"; }
+expect_out() { grep -qF -- "$1" "$OUT" || fail "stdout lacks '$1'"; }
+expect_err() { grep -qF -- "$1" "$ERR" || fail "stderr lacks '$1'"; }
+expect_no_out() { ! grep -qF -- "$1" "$OUT" || fail "stdout has '$1'"; }
+expect_out_count() {
+  local n
+  n=$(grep -cF -- "$1" "$OUT")
+  [ "$n" -eq "$2" ] || fail "stdout has $n lines with '$1', expected $2"
+}
+expect_faster_than() { [ "$ELAPSED" -lt "$1" ] || fail "took ${ELAPSED} ms, limit $1 ms"; }
+# Passed as the probe's last argument, so this test's processes can be told from those of
+# tests running in parallel.
+TAG="rltest-$$-$CASE"
+# No probe process of this test may survive the job.
+expect_no_survivors() {
+  sleep 0.2
+  if pgrep -f -- "$TAG" >/dev/null; then
+    fail "processes survived the job: $(pgrep -af -- "$TAG")"
+    pkill -KILL -f -- "$TAG"
+  fi
+}
+
+case "$CASE" in
+
+crash_sigsegv)  # the crash is named, the others (blocked in a fence) are stopped, 128+11
+  run "$RLAUNCH" -n 3 "$PROBE" crash 1 0 "$TAG"
+  expect_rc 139
+  expect_err "rlaunch: rank 1 (pid "
+  expect_err "killed by signal 11 (SIGSEGV)"
+  expect_faster_than 5000
+  expect_no_survivors
+  ;;
+
+exit_code)  # rank 2 exits 3 → rlaunch exits 3 after stopping the others
+  run "$RLAUNCH" -n 4 "$PROBE" exit 2 3 "$TAG"
+  expect_rc 3
+  expect_err "rlaunch: rank 2 (pid "
+  expect_err "exited with status 3"
+  [ "$(grep -c '^rlaunch: rank' "$ERR")" -eq 1 ] || fail "more than one rank reported as failed"
+  expect_faster_than 5000
+  expect_no_survivors
+  ;;
+
+exit0_without_finalize)  # HELLO then exit 0 without finalize → 1
+  run "$RLAUNCH" -n 2 "$PROBE" nofinalize 1 0 "$TAG"
+  expect_rc 1
+  expect_err "rlaunch: rank 1 (pid "
+  expect_err "exited without finalizing"
+  expect_faster_than 5000
+  expect_no_survivors
+  ;;
+
+abort)  # abort(code) ends the job with code and says who and why; abort(0) → 1
+  run "$RLAUNCH" -n 3 "$PROBE" abort 1 7 "$TAG"
+  expect_rc 7
+  expect_err "rlaunch: rank 1 called abort(7): probe gave up"
+  expect_faster_than 5000
+  expect_no_survivors
+  run "$RLAUNCH" -n 2 "$PROBE" abort 0 0
+  expect_rc 1
+  expect_err "rlaunch: rank 0 called abort(0): probe gave up"
+  ;;
+
+program_without_rmp)  # judged by exit status only
+  run "$RLAUNCH" -n 2 hostname
+  expect_rc 0
+  [ "$(wc -l <"$OUT")" -eq 2 ] || fail "expected two lines of hostname output"
+  run "$RLAUNCH" -n 2 sh -c 'exit 0'
+  expect_rc 0
+  [ ! -s "$ERR" ] || fail "stderr not empty for a clean job"
+  run "$RLAUNCH" -n 2 false
+  expect_rc 1
+  expect_err "exited with status 1"
+  ;;
+
+finalized_job)  # every rank HELLO + fence + finalize + exit 0 → 0, silent
+  run "$RLAUNCH" -n 4 "$PROBE" finalize-ok
+  expect_rc 0
+  [ ! -s "$ERR" ] || fail "stderr not empty for a clean job"
+  ;;
+
+cannot_execute)
+  run "$RLAUNCH" -n 2 /nonexistent/program
+  expect_rc 127
+  expect_err "rlaunch: cannot execute '/nonexistent/program': No such file or directory"
+  ;;
+
+sigint)  # SIGINT reaches every rank; rlaunch exits 130 whatever the ranks do with it
+  set -m  # job control: the background rlaunch does not start with SIGINT ignored
+  start=$(date +%s%N)
+  timeout -k 5 30 "$RLAUNCH" -n 2 sh -c 'trap "echo got-int-$RMP_RANK; exit 0" INT; echo ready-$RMP_RANK; sleep 30 & wait' \
+    >"$OUT" 2>"$ERR" </dev/null &
+  job=$!
+  for _ in $(seq 100); do [ "$(grep -c ready- "$OUT")" -eq 2 ] && break; sleep 0.05; done
+  pid=$(pgrep -P "$job" -x rlaunch || pgrep -P "$job")
+  kill -INT "$pid"
+  wait "$job"
+  RC=$?
+  ELAPSED=$(( ($(date +%s%N) - start) / 1000000 ))
+  expect_rc 130
+  expect_err "rlaunch: caught SIGINT"
+  expect_out "got-int-0"
+  expect_out "got-int-1"
+  expect_faster_than 8000
+  ;;
+
+sigterm_escalates)  # ranks ignoring SIGTERM are SIGKILLed after the grace period; all within 5 s
+  set -m
+  timeout -k 5 30 "$RLAUNCH" -n 2 "$PROBE" ignore-term "$TAG" >"$OUT" 2>"$ERR" </dev/null &
+  job=$!
+  for _ in $(seq 100); do [ "$(grep -c ignoring "$OUT")" -eq 2 ] && break; sleep 0.05; done
+  pid=$(pgrep -P "$job")
+  start=$(date +%s%N)
+  kill -TERM "$pid"
+  wait "$job"
+  RC=$?
+  ELAPSED=$(( ($(date +%s%N) - start) / 1000000 ))
+  expect_rc 143
+  expect_err "rlaunch: caught SIGTERM"
+  expect_err "sending SIGKILL"
+  expect_faster_than 5000
+  expect_no_survivors
+  ;;
+
+launcher_killed)  # rlaunch SIGKILLed (a CI timeout): its ranks die with it, none is orphaned
+  run timeout -s KILL 1 "$RLAUNCH" -n 2 "$PROBE" ignore-term "$TAG"
+  expect_rc 137
+  ls -d "$WORK"/rlaunch-* >/dev/null 2>&1 || fail "rlaunch did not put its socket under TMPDIR"
+  expect_out_count "ignoring SIGTERM" 2
+  expect_no_survivors
+  ;;
+
+timeout)
+  run "$RLAUNCH" --timeout 1 -n 2 sleep 30
+  expect_rc 124
+  expect_err "rlaunch: job timed out after 1 s"
+  expect_faster_than 4000
+  run "$RLAUNCH" --timeout 0.5 -n 2 "$PROBE" ignore-term "$TAG"
+  expect_rc 124
+  expect_faster_than 5000
+  expect_no_survivors
+  ;;
+
+bad_arguments)  # one "rlaunch: …" line, a usage hint, exit 2
+  bad() {
+    run "$RLAUNCH" "$@"
+    expect_rc 2
+    [ "$(head -1 "$ERR" | cut -c1-9)" = "rlaunch: " ] || fail "first stderr line does not start with 'rlaunch: ' for: $*"
+    expect_err "rlaunch --help"
+  }
+  bad -n 0 true
+  bad -n abc true
+  bad -n 2
+  bad --bogus -n 2 true
+  bad -n 2 --bind-to socket true
+  bad -n 2 --param no_such_knob=1 true
+  bad -n 2 --param lanes true
+  bad -n 2 --profile fastest true
+  bad -n 2 --timeout -1 true
+  bad -n 2 --timeout abc true
+  bad -n 2 -x 1BAD true
+  bad -n 2 -x RMP_RANK=3 true
+  bad -n 2 -x SURELY_NOT_SET_ANYWHERE_42 true
+  bad -n 2 --hosts '' true
+  bad -n 2 --hosts localhost:zero true
+  bad -n 2 --hostfile /nonexistent/hostfile true
+  bad -n 4 --hosts localhost:2 true
+  bad -n 2 --agent 'ssh {host}' true
+  bad -n 2 --agent 'ssh' --hosts localhost true
+  bad -n 2 -n 3 true
+  bad --tag-output=yes -n 2 true
+  bad -n
+  run "$RLAUNCH" --help
+  expect_rc 0
+  expect_out "Usage: rlaunch -n N"
+  ;;
+
+hosts)  # this node only; any other host is refused, never ignored
+  run "$RLAUNCH" --hosts otherhost.invalid:2 -n 2 true
+  expect_rc 2
+  expect_err "rlaunch: multi-node launch is not implemented yet"
+  printf '# comment\nlocalhost slots=2\n\n%s slots=1 # me again\nfar.away.invalid\n' "$(hostname)" >"$WORK/hostfile"
+  run "$RLAUNCH" --hostfile "$WORK/hostfile" -n 2 true
+  expect_rc 2
+  expect_err "multi-node launch is not implemented yet"
+  expect_err "far.away.invalid"
+  printf 'localhost slots=2\n%s slots=1\n' "$(hostname)" >"$WORK/hostfile"
+  run "$RLAUNCH" --hostfile "$WORK/hostfile" "$PROBE" kvs  # -n from the slots: 3
+  expect_rc 0
+  expect_out_count " of 3 ok" 3
+  printf 'localhost slots=two\n' >"$WORK/hostfile"
+  run "$RLAUNCH" --hostfile "$WORK/hostfile" -n 2 true
+  expect_rc 2
+  expect_err "hostfile:1"
+  run "$RLAUNCH" --hosts "localhost:1,$(hostname)" -n 2 --agent 'ssh {host}' true
+  expect_rc 0
+  ;;
+
+tag_output)  # whole lines, [rank] prefix on stdout and stderr, partial last line flushed
+  run "$RLAUNCH" --tag-output -n 2 "$PROBE" output
+  expect_rc 0
+  for r in 0 1; do
+    expect_out "[$r] line one from $r"
+    expect_out "[$r] line two from $r"
+    expect_out "[$r] partial from $r"
+    expect_err "[$r] error line from $r"
+  done
+  grep -v '^\[[01]\] ' "$OUT" | grep -q . && fail "untagged stdout line"
+  # Order within one rank is kept.
+  [ "$(grep '^\[0\]' "$OUT" | head -1)" = "[0] line one from 0" ] || fail "rank 0 lines out of order"
+  run "$RLAUNCH" -n 1 "$PROBE" output
+  expect_rc 0
+  [ "$(cat "$OUT")" = "$(printf 'line one from 0\nline two from 0\npartial from 0')" ] ||
+    fail "untagged output not passed through byte for byte"
+  ;;
+
+stdin)  # stdin goes to rank 0 only, EOF included
+  start=$(date +%s%N)
+  printf 'hello\nworld' | timeout -k 5 30 "$RLAUNCH" -n 2 "$PROBE" stdin >"$OUT" 2>"$ERR"
+  RC=$?
+  expect_rc 0
+  expect_out "rank 0 stdin 11 bytes: [hello"
+  expect_out "world]"
+  expect_out "rank 1 stdin 0 bytes: []"
+  if command -v script >/dev/null && command -v python3 >/dev/null; then
+    # A terminal on stdin: rlaunch forwards it to rank 0 through a pipe; ^D ends it.
+    python3 - "$RLAUNCH" "$PROBE" >"$OUT" 2>"$ERR" <<'EOF'
+import os, pty, sys, time, select
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], "-n", "2", sys.argv[2], "stdin"])
+os.write(fd, b"typed line\n")
+time.sleep(0.3)
+os.write(fd, b"\x04")
+out = b""
+deadline = time.time() + 20
+while time.time() < deadline:
+    r, _, _ = select.select([fd], [], [], 0.5)
+    if r:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(status))
+EOF
+    RC=$?
+    expect_rc 0
+    expect_out "rank 0 stdin 11 bytes: [typed line"
+    expect_out "rank 1 stdin 0 bytes: []"
+  fi
+  ;;
+
+oversubscribed)  # 8 ranks on this node's cores (2 in CI): the store works, binding defaults to none
+  run "$RLAUNCH" -n 8 "$PROBE" kvs
+  expect_rc 0
+  expect_out_count " of 8 ok" 8
+  expect_out_count "local " 8
+  [ "$(grep -o 'job [0-9a-f]*' "$OUT" | sort -u | wc -l)" -eq 1 ] || fail "ranks disagree on the job id"
+  for r in 0 1 2 3 4 5 6 7; do expect_out "rank $r of 8 ok"; expect_out "local $r/8 node 0"; done
+  cores=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))' 2>/dev/null || nproc)
+  all=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))' 2>/dev/null)
+  if [ "$cores" -lt 8 ] && [ -n "$all" ]; then
+    run "$RLAUNCH" -n 8 "$PROBE" affinity
+    expect_rc 0
+    expect_out_count "cpus $all" 8
+  fi
+  ;;
+
+binding)  # default core when ranks <= cores: one distinct core each; none: everything
+  all=$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))')
+  ncpu=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+  if [ "$ncpu" -ge 2 ] && command -v hwloc-calc >/dev/null; then :; fi
+  if [ "$ncpu" -ge 2 ]; then
+    run "$RLAUNCH" -n 2 "$PROBE" affinity
+    expect_rc 0
+    a=$(grep '^rank 0 ' "$OUT" | awk '{print $4}')
+    b=$(grep '^rank 1 ' "$OUT" | awk '{print $4}')
+    [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] || fail "ranks 0 and 1 not on different cores ($a / $b)"
+    [ "$a" != "$all" ] || fail "rank 0 not bound (cpus $a)"
+  fi
+  run "$RLAUNCH" -n 2 --bind-to none "$PROBE" affinity
+  expect_rc 0
+  expect_out_count "cpus $all" 2
+  run "$RLAUNCH" -n 2 --bind-to numa "$PROBE" affinity
+  expect_rc 0
+  expect_out_count "cpus " 2
+  run "$RLAUNCH" -n 3 --bind-to core "$PROBE" affinity  # explicit core binding wraps around
+  expect_rc 0
+  expect_out_count "cpus " 3
+  ;;
+
+kvs)  # put/get/fence through the real server, parked gets, timeouts that name what they waited for
+  run "$RLAUNCH" -n 4 "$PROBE" kvs
+  expect_rc 0
+  expect_out_count " of 4 ok" 4
+  run "$RLAUNCH" -n 2 "$PROBE" get-timeout
+  expect_rc 0
+  expect_out_count "get-timeout: bootstrap get: key 'never-put-key' was not put within 300 ms" 2
+  run "$RLAUNCH" -n 3 "$PROBE" fence-timeout
+  expect_rc 0
+  expect_out "fence-timeout: bootstrap fence (rank 0): timed out after 300 ms with 1 of 3 ranks arrived; missing: ranks 1, 2"
+  expect_out_count "fenced" 3
+  run "$RLAUNCH" -n 3 "$PROBE" fence-peer-exits
+  expect_rc 0
+  expect_out_count "fence-peer-exits: bootstrap fence (rank " 2
+  expect_out "rank 2 exited without reaching the fence"
+  expect_faster_than 5000
+  ;;
+
+token_mismatch)  # a wrong token is refused; garbage before HELLO costs only that connection
+  run "$RLAUNCH" -n 2 "$PROBE" bad-token
+  expect_rc 0
+  expect_out_count "rejected rank" 2
+  expect_out "wrong job token"
+  run "$RLAUNCH" -n 3 "$PROBE" garbage
+  expect_rc 0
+  expect_out_count "garbage: closed after" 3
+  expect_out_count " of 3 ok" 3
+  ;;
+
+shm_cleanup)  # rmp-<job id>-* segments left by a crash are removed; other jobs' are not
+  touch /dev/shm/rmp-000000000000-other-job
+  run "$RLAUNCH" -n 2 "$PROBE" shm-leak "$TAG"
+  expect_rc 139
+  n=$(grep -c '^created /dev/shm/rmp-' "$OUT")
+  [ "$n" -eq 2 ] || fail "expected 2 segments created, saw $n"
+  for f in $(grep '^created ' "$OUT" | awk '{print $2}'); do
+    [ ! -e "$f" ] || fail "$f still exists after the job"
+  done
+  [ -e /dev/shm/rmp-000000000000-other-job ] || fail "another job's segment was removed"
+  rm -f /dev/shm/rmp-000000000000-other-job
+  ;;
+
+environment)  # the variables every rank gets (API.md), and what the flags add
+  export PROBE_X_FROM_LAUNCHER=inherited
+  run "$RLAUNCH" -n 2 -x PROBE_X=42 --profile latency --param lanes=2 --param spin_us=3 --param lanes=4 \
+    --print-params "$PROBE" env
+  expect_rc 0
+  for r in 0 1; do
+    expect_out "rank $r RMP_RANK=$r"
+    expect_out "rank $r RMP_LOCAL_RANK=$r"
+    expect_out "rank $r RMP_SIZE=2"
+    expect_out "rank $r RMP_LOCAL_SIZE=2"
+    expect_out "rank $r RMP_NODE_ID=0"
+    expect_out "rank $r RMP_PROFILE=latency"
+    expect_out "rank $r RMP_CLI_PARAMS=lanes=4;spin_us=3"
+    expect_out "rank $r RMP_PRINT_PARAMS=1"
+    expect_out "rank $r PROBE_X=42"
+  done
+  grep -qE '^rank 0 RMP_JOB_TOKEN=[0-9a-f]{32}$' "$OUT" || fail "token is not 32 hex digits"
+  grep -qE '^rank 0 RMP_JOB_ID=[0-9a-f]{12}$' "$OUT" || fail "job id is not 12 hex digits"
+  token=$(grep '^rank 0 RMP_JOB_TOKEN=' "$OUT" | cut -d= -f2)
+  jobid=$(grep '^rank 0 RMP_JOB_ID=' "$OUT" | cut -d= -f2)
+  case "$token" in *"$jobid"*) fail "job id is part of the token";; esac
+  kvs=$(grep '^rank 0 RMP_KVS=' "$OUT" | cut -d= -f2)
+  case "$kvs" in unix:/*) ;; *) fail "RMP_KVS '$kvs' is not unix:/path";; esac
+  sock=${kvs#unix:}
+  [ ! -e "$sock" ] && [ ! -e "$(dirname "$sock")" ] || fail "socket directory $(dirname "$sock") left behind"
+  # A variable given twice reaches the ranks once, with its last value.
+  run "$RLAUNCH" -n 1 -x PROBE_X=1 -x RMP_PROFILE=storage -x PROBE_X=2 --profile training "$PROBE" env
+  expect_out "rank 0 PROBE_X=2"
+  expect_out "rank 0 RMP_PROFILE=training"
+  run "$RLAUNCH" -n 1 -x PROBE_X=1 -x PROBE_X=2 sh -c 'env | grep -c "^PROBE_X="'
+  expect_out "1"
+  # -x VAR takes rlaunch's own value.
+  run "$RLAUNCH" -n 1 -x PROBE_X_FROM_LAUNCHER sh -c 'echo "x=$PROBE_X_FROM_LAUNCHER"'
+  expect_out "x=inherited"
+  # The token never appears on a command line: not in rlaunch's, not in the ranks'.
+  run "$RLAUNCH" -n 1 sh -c 'cat /proc/$PPID/cmdline | tr "\0" " "; echo; echo "tok=$RMP_JOB_TOKEN"'
+  token=$(grep '^tok=' "$OUT" | cut -d= -f2)
+  [ -n "$token" ] && [ "$(grep -cF "$token" "$OUT")" -eq 1 ] || fail "token found on a command line"
+  ;;
+
+bootstrap_outside_launcher)  # singleton without variables; an error naming what is missing otherwise
+  run env -u RMP_RANK -u RMP_SIZE -u RMP_KVS -u RMP_JOB_TOKEN "$PROBE" singleton
+  expect_rc 0
+  expect_out "singleton ok single-"
+  run env RMP_RANK=0 RMP_SIZE=2 "$PROBE" partial-env
+  expect_rc 0
+  expect_out "RMP_KVS, RMP_JOB_TOKEN are not"
+  run env RMP_RANK=x RMP_SIZE=2 RMP_KVS=unix:/nonexistent/sock RMP_JOB_TOKEN=t RMP_JOB_ID=abc "$PROBE" partial-env
+  expect_rc 0
+  expect_out "RMP_RANK='x'"
+  run env RMP_RANK=0 RMP_SIZE=2 RMP_KVS=unix:/nonexistent/sock RMP_JOB_TOKEN=t RMP_JOB_ID=abc "$PROBE" partial-env
+  expect_rc 0
+  expect_out "/nonexistent/sock"
+  expect_out "No such file or directory"
+  ;;
+
+*)
+  echo "unknown case '$CASE'" >&2
+  exit 2
+  ;;
+esac
+
+if [ "$FAILED" -ne 0 ]; then exit 1; fi
+echo "PASS [$CASE]"

@@ -1,0 +1,206 @@
+// rlaunch's command-line parsing, host lists and output line forwarding, tested in-process.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "launcher/errors.hpp"
+#include "launcher/fd.hpp"
+#include "launcher/hosts.hpp"
+#include "launcher/options.hpp"
+#include "launcher/output.hpp"
+
+namespace rmp::launcher {
+namespace {
+
+LaunchOptions parse(std::vector<std::string> args) { return parse_command_line(args); }
+
+TEST(Options, ShortAndLongForms_ParseToTheSameValues) {
+  const auto a = parse(
+      {"-n", "4", "--tag-output", "--timeout", "2.5", "--bind-to", "numa", "prog", "-n", "x"});
+  EXPECT_EQ(a.np, 4);
+  EXPECT_TRUE(a.tag_output);
+  ASSERT_TRUE(a.timeout.has_value());
+  EXPECT_EQ(a.timeout->count(), 2500);
+  EXPECT_EQ(a.timeout_text, "2.5");
+  EXPECT_EQ(a.bind_to, BindTo::numa);
+  // Everything from PROGRAM on belongs to the program, flags included.
+  EXPECT_EQ(a.command, (std::vector<std::string>{"prog", "-n", "x"}));
+  const auto b = parse({"--np=4", "--bind-to=none", "--", "-prog"});
+  EXPECT_EQ(b.np, 4);
+  EXPECT_EQ(b.bind_to, BindTo::none);
+  EXPECT_EQ(b.command, (std::vector<std::string>{"-prog"}));
+  EXPECT_EQ(parse({"-n4", "p"}).np, 4);
+}
+
+TEST(Options, BindToDefault_IsLeftToTheHost) {
+  EXPECT_FALSE(parse({"-n", "2", "p"}).bind_to.has_value());
+}
+
+TEST(Options, Param_LaterValueWins_OrderKept) {
+  const auto o =
+      parse({"-n", "1", "--param", "lanes=2", "--param", "spin_us=1", "--param", "lanes=3", "p"});
+  ASSERT_EQ(o.params.size(), 2u);
+  EXPECT_EQ(o.params[0], (std::pair<std::string, std::string>{"lanes", "3"}));
+  EXPECT_EQ(o.params[1], (std::pair<std::string, std::string>{"spin_us", "1"}));
+}
+
+TEST(Options, Export_TakesRlaunchsValueWhenNoneGiven) {
+  ::setenv("RL_UNIT_EXPORT", "from-env", 1);
+  const auto o = parse({"-n", "1", "-x", "RL_UNIT_EXPORT", "-xOTHER=1=2", "p"});
+  ASSERT_EQ(o.exports.size(), 2u);
+  EXPECT_EQ(o.exports[0].second, "from-env");
+  EXPECT_EQ(o.exports[1], (std::pair<std::string, std::string>{"OTHER", "1=2"}));
+}
+
+TEST(Options, MalformedValues_AreUsageErrorsNamingTheFlag) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"-n", "0", "p"},
+      {"-n", "-1", "p"},
+      {"-n", "2x", "p"},
+      {"p"},
+      {"-n", "1"},
+      {"--nope", "-n", "1", "p"},
+      {"-n", "1", "--bind-to", "socket", "p"},
+      {"-n", "1", "--timeout", "0", "p"},
+      {"-n", "1", "--timeout", "inf", "p"},
+      {"-n", "1", "--param", "=1", "p"},
+      {"-n", "1", "--param", "lanes=", "p"},
+      {"-n", "1", "--param", "lanes=1;x=2", "p"},
+      {"-n", "1", "--profile", "turbo", "p"},
+      {"-n", "1", "-x", "A-B=1", "p"},
+      {"-n", "1", "-x", "RMP_JOB_TOKEN=0", "p"},
+      {"-n", "1", "--print-params=1", "p"},
+      {"-n", "1", "--hosts", "a:1", "--hostfile", "/dev/null", "p"},
+  };
+  for (const auto& args : bad) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_THROW(parse(args), UsageError) << joined;
+  }
+  try {
+    parse({"-n", "1", "--param", "no_such_knob=1", "p"});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_knob"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("lanes"), std::string::npos);  // lists the known names
+  }
+}
+
+TEST(Options, Help_WinsOverMissingProgram) { EXPECT_TRUE(parse({"--help"}).help); }
+
+TEST(Hosts, HostsOption_SlotsOptional) {
+  const auto h = parse_hosts_option("a:4,b,c.example:1");
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0].name, "a");
+  EXPECT_EQ(h[0].slots, 4);
+  EXPECT_EQ(h[1].name, "b");
+  EXPECT_FALSE(h[1].slots.has_value());
+  EXPECT_EQ(h[2].name, "c.example");
+  for (const char* bad : {"", "a:", "a:0", ":3", "a,,b", "a:x"}) {
+    EXPECT_THROW(parse_hosts_option(bad), UsageError) << bad;
+  }
+}
+
+TEST(Hosts, Hostfile_CommentsBlankLinesSlots) {
+  char path[] = "/tmp/rl-hostfile-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  {
+    std::ofstream(path)
+        << "# cluster\n\nnode1 slots=4\n  node2   # no slots\nnode3 slots=2 # two\n";
+  }
+  const auto h = read_hostfile(path);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0].slots, 4);
+  EXPECT_EQ(h[1].name, "node2");
+  EXPECT_FALSE(h[1].slots.has_value());
+  EXPECT_EQ(h[2].origin, std::string(path) + ":5");
+  { std::ofstream(path) << "node1 cpus=4\n"; }
+  EXPECT_THROW(read_hostfile(path), UsageError);
+  { std::ofstream(path) << "# nothing\n"; }
+  EXPECT_THROW(read_hostfile(path), UsageError);
+  ::unlink(path);
+  EXPECT_THROW(read_hostfile(path), UsageError);
+}
+
+TEST(Hosts, ThisNode_LocalNamesOnly) {
+  EXPECT_TRUE(is_this_node("localhost"));
+  EXPECT_TRUE(is_this_node("127.0.0.1"));
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
+  EXPECT_TRUE(is_this_node(name));
+  EXPECT_FALSE(is_this_node("surely-another-host.invalid"));
+}
+
+TEST(Hosts, SlotsBoundRanks_AndGiveTheDefault) {
+  EXPECT_EQ(parse({"--hosts", "localhost:3", "p"}).np, 3);
+  EXPECT_THROW(parse({"--hosts", "localhost:3", "-n", "4", "p"}), UsageError);
+  EXPECT_THROW(parse({"--hosts", "localhost", "p"}), UsageError);  // no slots, no -n
+  EXPECT_EQ(parse({"--hosts", "localhost", "-n", "9", "p"}).np, 9);
+  EXPECT_TRUE(
+      first_remote_host(parse({"--hosts", "localhost:1,elsewhere.invalid:1", "p"})).has_value());
+  EXPECT_FALSE(first_remote_host(parse({"--hosts", "localhost:1", "p"})).has_value());
+}
+
+// Captures what a LineForwarder passes on.
+class Captured {
+public:
+  Captured() : pipe_(make_pipe()), sink_(pipe_.write.get()) {
+    set_nonblocking(pipe_.read.get());
+    ::fcntl(pipe_.write.get(), F_SETPIPE_SZ,
+            1 << 20);  // room for an overlong line without a reader
+  }
+  OutputSink& sink() { return sink_; }
+  std::string take() {
+    std::string all;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(pipe_.read.get(), buf, sizeof(buf))) > 0)
+      all.append(buf, static_cast<std::size_t>(n));
+    return all;
+  }
+
+private:
+  Pipe pipe_;
+  OutputSink sink_;
+};
+
+TEST(LineForwarder, HoldsPartialLines_UntilNewlineOrEof) {
+  Captured out;
+  LineForwarder f(out.sink(), "[3] ");
+  f.feed("hel");
+  EXPECT_EQ(out.take(), "");
+  f.feed("lo\nwor");
+  EXPECT_EQ(out.take(), "[3] hello\n");
+  f.feed("ld\n\nlast");
+  EXPECT_EQ(out.take(), "[3] world\n[3] \n");
+  f.finish();
+  EXPECT_EQ(out.take(), "[3] last\n");  // tagged: the partial line is ended for the next tag
+}
+
+TEST(LineForwarder, Untagged_PassesBytesExactly) {
+  Captured out;
+  LineForwarder f(out.sink(), "");
+  f.feed("a\nb");
+  f.finish();
+  EXPECT_EQ(out.take(), "a\nb");
+}
+
+TEST(LineForwarder, OverlongLine_GoesOutInPieces_WithOnePrefix) {
+  Captured out;
+  LineForwarder f(out.sink(), "[0] ");
+  const std::string big(LineForwarder::kMaxPendingLine, 'x');
+  f.feed(big);
+  EXPECT_EQ(out.take(), "[0] " + big);
+  f.feed("tail\nnext\n");
+  EXPECT_EQ(out.take(), "tail\n[0] next\n");
+}
+
+}  // namespace
+}  // namespace rmp::launcher

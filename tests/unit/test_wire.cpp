@@ -1,0 +1,39 @@
+// p2p header encode/decode.
+#include <gtest/gtest.h>
+
+#include "p2p/wire.hpp"
+
+using namespace rmp::p2p;
+
+TEST(Wire, RtsRoundTrip) {
+  RtsHeader h{{7, 3, 99, 2}, 123456789, 0xabcdef, 0x7fff0000, {}};
+  h.key.len = 4;
+  h.key.bytes[0] = std::byte{0x42};
+  auto b = bytes_of(h);
+  RtsHeader d{};
+  ASSERT_TRUE(decode(b, d));
+  EXPECT_EQ(d.e.credits, 7u);
+  EXPECT_EQ(d.e.ctx, 3u);
+  EXPECT_EQ(d.e.tag, 99);
+  EXPECT_EQ(d.e.src, 2);
+  EXPECT_EQ(d.size, 123456789u);
+  EXPECT_EQ(d.sid, 0xabcdefu);
+  EXPECT_EQ(d.addr, 0x7fff0000u);
+  EXPECT_EQ(d.key.len, 4);
+  EXPECT_EQ(d.key.bytes[0], std::byte{0x42});
+}
+
+TEST(Wire, ShortHeaderIsRejected) {
+  EagerHeader e{1, 2, 3, 4};
+  auto b = bytes_of(e);
+  SyncHeader s{};
+  EXPECT_FALSE(decode(b, s));  // 16 bytes cannot hold a 24-byte header
+  EagerHeader d{};
+  EXPECT_TRUE(decode(b, d));
+  EXPECT_EQ(d.tag, 3);
+}
+
+TEST(Wire, HeadersFitTheRingLine) {
+  EXPECT_EQ(sizeof(EagerHeader), 16u);
+  EXPECT_LE(sizeof(RtsHeader), 63u);
+}
