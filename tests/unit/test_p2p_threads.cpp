@@ -74,3 +74,109 @@ TEST(P2pThreads, UnexpectedFlood_StaysWithinCredits) {
     }
   });
 }
+
+TEST(P2pThreads, Wildcards_KeepPerSenderOrder) {
+  run_thread_ranks(3, [](ThreadRank& t) {
+    auto& e = t.engine;
+    const int per = 200;
+    // Sizes cross every protocol (inline, eager copy, rendezvous); word 0 carries the index.
+    auto size_of = [](int i) { return std::size_t{4} << (5 * (i % 3)); };  // 4, 128, 4096×…
+    if (t.world.rank() != 0) {
+      std::vector<std::vector<int>> v(per);
+      std::vector<rmp::detail::RequestState*> rs;
+      for (int i = 0; i < per; ++i) {
+        v[i].assign(size_of(i) * 64 / sizeof(int), i);
+        rs.push_back(e.isend(t.world, Channel::user, v[i].data(), v[i].size() * sizeof(int), 0,
+                             i % 3, false));
+      }
+      for (auto* r : rs) e.wait(r);
+    } else {
+      int next[3] = {0, 0, 0};
+      std::vector<int> x(size_of(2) * 64 / sizeof(int));
+      for (int k = 0; k < 2 * per; ++k) {
+        auto st = e.wait(e.irecv(t.world, Channel::user, x.data(), x.size() * sizeof(int),
+                                 rmp::any_source, rmp::any_tag));
+        ASSERT_TRUE(st.source == 1 || st.source == 2);
+        ASSERT_EQ(x[0], next[st.source]++) << "message from " << st.source << " overtook";
+        ASSERT_EQ(st.tag, x[0] % 3);
+        ASSERT_EQ(st.bytes, size_of(x[0]) * 64);
+      }
+    }
+  });
+}
+
+TEST(P2pThreads, PostedOrder_FirstMatchingReceiveWins) {
+  run_thread_ranks(2, [](ThreadRank& t) {
+    auto& e = t.engine;
+    if (t.world.rank() == 0) {
+      int a = -1, b = -1, c = -1;
+      // Posted before anything arrives: specific tag 5, then any_tag, then tag 5 again.
+      auto* r1 = e.irecv(t.world, Channel::user, &a, sizeof a, 1, 5);
+      auto* r2 = e.irecv(t.world, Channel::user, &b, sizeof b, rmp::any_source, rmp::any_tag);
+      auto* r3 = e.irecv(t.world, Channel::user, &c, sizeof c, 1, 5);
+      int go = 1;
+      e.wait(e.isend(t.world, Channel::user, &go, sizeof go, 1, 9, false));
+      e.wait(r1);
+      e.wait(r2);
+      e.wait(r3);
+      EXPECT_EQ(a, 10);  // first tag-5 message
+      EXPECT_EQ(b, 20);  // the tag-7 message is taken by the wildcard
+      EXPECT_EQ(c, 30);  // the second tag-5 message
+    } else {
+      int go = 0;
+      e.wait(e.irecv(t.world, Channel::user, &go, sizeof go, 0, 9));
+      int v[3] = {10, 20, 30};
+      e.wait(e.isend(t.world, Channel::user, &v[0], sizeof(int), 0, 5, false));
+      e.wait(e.isend(t.world, Channel::user, &v[1], sizeof(int), 0, 7, false));
+      e.wait(e.isend(t.world, Channel::user, &v[2], sizeof(int), 0, 5, false));
+    }
+  });
+}
+
+TEST(P2pThreads, Truncation_LeavesNextMessageIntact) {
+  for (std::size_t size : {8ul, 1000ul, 100000ul}) {
+    run_thread_ranks(2, [size](ThreadRank& t) {
+      auto& e = t.engine;
+      if (t.world.rank() == 0) {
+        auto big = pattern(size, 1), next = pattern(size, 2);
+        e.wait(e.isend(t.world, Channel::user, big.data(), size, 1, 1, false));
+        e.wait(e.isend(t.world, Channel::user, next.data(), size, 1, 1, false));
+      } else {
+        std::vector<unsigned char> small(size / 2), full(size);
+        try {
+          e.wait(e.irecv(t.world, Channel::user, small.data(), small.size(), 0, 1));
+          ADD_FAILURE() << "no truncation error at size " << size;
+        } catch (const rmp::Error& err) {
+          EXPECT_EQ(err.code(), rmp::Errc::truncate);
+          EXPECT_NE(std::string(err.what()).find(std::to_string(size) + " bytes"), std::string::npos)
+              << err.what();
+        }
+        auto st = e.wait(e.irecv(t.world, Channel::user, full.data(), size, 0, 1));
+        EXPECT_EQ(st.bytes, size);
+        EXPECT_EQ(full, pattern(size, 2));
+      }
+    });
+  }
+}
+
+TEST(P2pThreads, ProbeThenCancel) {
+  run_thread_ranks(2, [](ThreadRank& t) {
+    auto& e = t.engine;
+    if (t.world.rank() == 0) {
+      std::vector<unsigned char> m = pattern(300000, 3);
+      e.wait(e.isend(t.world, Channel::user, m.data(), m.size(), 1, 4, false));
+    } else {
+      int dummy;
+      auto* c = e.irecv(t.world, Channel::user, &dummy, sizeof dummy, 0, 99);
+      EXPECT_FALSE(e.iprobe(t.world, Channel::user, 0, 5).has_value());
+      auto st = e.probe(t.world, Channel::user, rmp::any_source, 4);
+      EXPECT_EQ(st.source, 0);
+      EXPECT_EQ(st.bytes, 300000u);
+      std::vector<unsigned char> got(st.bytes);
+      e.wait(e.irecv(t.world, Channel::user, got.data(), got.size(), 0, 4));
+      EXPECT_EQ(got, pattern(300000, 3));
+      EXPECT_TRUE(e.cancel(c));
+      e.wait(c);
+    }
+  });
+}
