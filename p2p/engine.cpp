@@ -17,10 +17,15 @@ using p2p::SyncHeader;
 
 namespace {
 
-// An eager message occupies at least one line of receive buffer, whatever its size.
-constexpr std::size_t kMinCreditCharge = 64;
+// Eager credit is counted in bytes (rq_depth slots of eager_threshold bytes per peer): a
+// message is charged its payload rounded up to a cache line plus a line for its record, so
+// the bound holds for the memory an unexpected message really takes, while a flood of small
+// messages does not fall back to rendezvous after rq_depth of them.
+constexpr std::size_t kCreditUnit = 64;
 
-std::size_t credit_charge(std::size_t bytes) { return std::max(bytes, kMinCreditCharge); }
+std::size_t credit_charge(std::size_t bytes) {
+  return (bytes + kCreditUnit - 1) / kCreditUnit * kCreditUnit + kCreditUnit;
+}
 
 bool matches(int want_src, int want_tag, int src, int tag) {
   return (want_src == any_source || want_src == src) && (want_tag == any_tag || want_tag == tag);
@@ -115,7 +120,7 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   // rq_depth eager slots of eager_threshold bytes per peer (DESIGN §5: shm rq_depth = eager
   // credits per peer), counted in bytes so that small messages do not waste whole slots.
   credit_bytes_ = std::max<std::size_t>(p.rq_depth, 1) *
-                  std::max(eager_threshold_, std::max(inline_threshold_, kMinCreditCharge));
+                  std::max({eager_threshold_, inline_threshold_, kCreditUnit});
   peers_.resize(static_cast<std::size_t>(ctx.size()));
 }
 

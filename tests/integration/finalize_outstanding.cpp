@@ -1,0 +1,99 @@
+// A program that ends with sends still outstanding (their Requests destroyed, i.e. detached)
+// but matched by receives its peers post — some only after the sender is already inside the
+// Environment destructor. Finalize must deliver them (API.md: "delivers outstanding sends").
+// Every rank sends to its right neighbour and receives from its left one (a ring; one rank:
+// itself): round 1 with the receives posted first, round 2 with odd ranks receiving 100 ms
+// late, round 3 a burst of 3 × rq_depth small messages (more than the credits) received late.
+// Exit status 0 when every rank got every message intact; rlaunch reports the first failure.
+#include "harness.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int bad = 0;
+
+void check(bool ok, int round, std::size_t i, std::size_t bytes, int src) {
+  if (ok) return;
+  ++bad;
+  std::fprintf(stderr,
+               "[rank %d] finalize test round %d: message %zu (%zu B) from rank %d "
+               "arrived wrong\n",
+               itest::rank(), round, i, bytes, src);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace itest;
+  // Send buffers must outlive the Environment: detached sends read them during finalize.
+  static std::vector<std::vector<std::byte>> keep;
+  try {
+    rmp::Environment env(argc, argv);
+    const rmp::Comm& w = rmp::world();
+    const int r = rank(), n = size();
+    const int right = (r + 1) % n, left = (r - 1 + n) % n;
+    const Knobs& k = knobs();
+    const std::vector<std::size_t> sizes = {0,
+                                            1,
+                                            k.inline_threshold + 1,
+                                            k.eager_threshold,
+                                            k.eager_threshold + 1,
+                                            rndv_size(),
+                                            (std::size_t{4} << 20) + 3};
+    auto send_detached = [&](std::size_t bytes, int tag, std::uint64_t msg) {
+      keep.push_back(make_message<std::byte>(bytes, seed(r, right, msg, 0x60)));
+      rmp::Request q = w.isend(keep.back().data(), bytes, right, tag);
+    };  // q destroyed here: detached
+
+    // Round 1: receives posted before the sends.
+    std::vector<std::vector<std::byte>> in;
+    std::vector<rmp::Request> rq;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      in.emplace_back(sizes[i]);
+      rq.push_back(w.irecv(in.back().data(), sizes[i], left, 100 + int(i)));
+    }
+    w.barrier();
+    for (std::size_t i = 0; i < sizes.size(); ++i) send_detached(sizes[i], 100 + int(i), i);
+    rmp::wait_all(rq);
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      check(first_mismatch(in[i].data(), sizes[i], seed(left, r, i, 0x60)) == sizes[i], 1, i,
+            sizes[i], left);
+
+    // Round 2: odd ranks receive late, while their left neighbours may already be finalizing.
+    for (std::size_t i = 0; i < sizes.size(); ++i) send_detached(sizes[i], 200 + int(i), 100 + i);
+    // Round 3: more small messages than there are eager credits.
+    const std::size_t burst =
+        std::min<std::size_t>(3 * std::max<std::size_t>(k.rq_depth, 64), 20000);
+    const std::size_t small =
+        std::min<std::size_t>(std::max<std::size_t>(k.inline_threshold + 1, 8),
+                              std::max<std::size_t>(k.eager_threshold, 8));
+    for (std::size_t i = 0; i < burst; ++i) send_detached(small, 300, 1000 + i);
+    if (r % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<std::byte> buf(sizes[i]);
+      const rmp::Status st = w.recv(buf.data(), sizes[i], left, 200 + int(i));
+      check(st.bytes == sizes[i] &&
+                first_mismatch(buf.data(), sizes[i], seed(left, r, 100 + i, 0x60)) == sizes[i],
+            2, i, sizes[i], left);
+    }
+    std::vector<std::byte> buf(small);
+    for (std::size_t i = 0; i < burst; ++i) {
+      const rmp::Status st = w.recv(buf.data(), small, left, 300);
+      check(st.bytes == small &&
+                first_mismatch(buf.data(), small, seed(left, r, 1000 + i, 0x60)) == small,
+            3, i, small, left);
+    }
+    if (bad == 0 && r == 0)
+      std::printf("finalize test: %d ranks, %zu detached sends per rank delivered\n", n,
+                  2 * sizes.size() + burst);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[rank %s] finalize test: %s\n",
+                 std::getenv("RMP_RANK") ? std::getenv("RMP_RANK") : "?", e.what());
+    return 2;
+  }
+  return bad == 0 ? 0 : 1;
+}

@@ -1,0 +1,306 @@
+// Data integrity across every protocol edge and element type, the protocol the sender
+// picks for each size, and messages to one's own rank.
+#include "harness.hpp"
+#include "runtime/stats.hpp"
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+namespace {
+
+using namespace itest;
+
+template <class T>
+constexpr std::uint64_t type_salt() {
+  if constexpr (std::is_same_v<T, char>) return 0x11;
+  else if constexpr (std::is_same_v<T, int>) return 0x22;
+  else if constexpr (std::is_same_v<T, double>) return 0x33;
+  else if constexpr (std::is_same_v<T, std::complex<double>>) return 0x44;
+  else if constexpr (std::is_same_v<T, std::byte>) return 0x55;
+  else return 0x66;
+}
+
+// Element counts that put a message at (or straddling) `bytes`: exact for 1-byte types; the
+// counts just below and above for wider ones (one count past 1 MiB, to bound run time).
+template <class T>
+std::vector<std::size_t> counts_for(std::size_t bytes) {
+  const std::size_t lo = bytes / sizeof(T), hi = (bytes + sizeof(T) - 1) / sizeof(T);
+  if (lo == hi || bytes > (std::size_t{1} << 20)) return {hi};
+  return {lo, hi};
+}
+
+// Shift patterns: every ordered pair up to 4 ranks; a ring (±1) and the opposite rank beyond.
+std::vector<int> shifts() {
+  const int n = size();
+  std::vector<int> s;
+  if (n == 1) return {0};
+  if (n <= 4) {
+    for (int k = 1; k < n; ++k) s.push_back(k);
+    return s;
+  }
+  return {1, n / 2, n - 1};
+}
+
+// Sends one message of `count` elements to dst while receiving the matching one from src,
+// then checks status, payload and that the unused rest of the posted buffer is untouched.
+template <class T>
+void exchange_and_check(std::size_t count, std::size_t extra, int src, int dst, int tag,
+                        std::uint64_t msgno, std::uint64_t salt) {
+  const rmp::Comm& w = rmp::world();
+  const int r = rank();
+  constexpr std::size_t guard = 4;
+  std::vector<T> rbuf(count + extra + guard, sentinel<T>());
+  rmp::Request req = w.irecv(rbuf.data(), count + extra, src, tag);
+  const std::vector<T> sbuf = make_message<T>(count, seed(r, dst, msgno, salt));
+  w.send(sbuf.data(), count, dst, tag);
+  const rmp::Status st = req.wait();
+  const std::string ctx = "message " + std::to_string(msgno) + " of " + std::to_string(count) +
+                          " elements (" + std::to_string(count * sizeof(T)) + " B, " +
+                          proto_name(proto_of(count * sizeof(T))) + ") from " + who(src) + " to " +
+                          who(r) + ", posted count " + std::to_string(count + extra);
+  EXPECT_EQ(st.source, src) << ctx;
+  EXPECT_EQ(st.tag, tag) << ctx;
+  EXPECT_EQ(st.bytes, count * sizeof(T)) << ctx;
+  EXPECT_EQ(st.count<T>(), count) << ctx;
+  EXPECT_TRUE(matches(rbuf.data(), count, seed(src, r, msgno, salt))) << ctx;
+  EXPECT_TRUE(untouched(rbuf.data() + count, extra + guard))
+      << ctx << ": the part of the buffer past the message was written";
+}
+
+// The knobs every edge size below derives from are readable from effective_params("shm").
+TEST(Params, ShmKnobsReadableFromEffectiveParams) {
+  const Knobs& k = knobs();
+  for (const std::string& p : k.problems) ADD_FAILURE() << p;
+  EXPECT_GE(k.fragment_size, 64u);
+  EXPECT_GE(k.pipeline_depth, 1u);
+  EXPECT_GE(k.rq_depth, 1u);
+  if (rank() == 0) std::printf("[rank 0] shm knobs: %s\n", k.table.c_str());
+}
+
+template <class T>
+class Integrity : public ::testing::Test {};
+
+using ElementTypes =
+    ::testing::Types<char, int, double, std::complex<double>, std::byte, std::uint64_t>;
+
+struct ElementTypeNames {
+  template <class T>
+  static std::string GetName(int) {
+    if constexpr (std::is_same_v<T, char>) return "char";
+    else if constexpr (std::is_same_v<T, int>) return "int";
+    else if constexpr (std::is_same_v<T, double>) return "double";
+    else if constexpr (std::is_same_v<T, std::complex<double>>) return "complex_double";
+    else if constexpr (std::is_same_v<T, std::byte>) return "byte";
+    else return "uint64";
+  }
+};
+
+TYPED_TEST_SUITE(Integrity, ElementTypes, ElementTypeNames);
+
+// Sizes 0, 1, 3, every threshold −1/0/+1, 1000003 and (for byte and double, first shift)
+// 16 MiB travel intact between every ordered pair of ranks (ring shifts beyond 4 ranks), each
+// message with its own tag, half of them into a posted buffer larger than the message.
+TYPED_TEST(Integrity, EdgeSizes_ArriveIntact_EveryPairOrRing) {
+  using T = TypeParam;
+  const int r = rank(), n = size();
+  const std::vector<int> sh = shifts();
+  constexpr bool big_type = std::is_same_v<T, std::byte> || std::is_same_v<T, double>;
+  std::uint64_t msgno = 0;
+  for (std::size_t si = 0; si < sh.size(); ++si) {
+    const int dst = (r + sh[si]) % n, src = (r - sh[si] + n) % n;
+    const std::size_t cap = (big_type && si == 0) ? (std::size_t{16} << 20) : 1000003;
+    for (std::size_t bytes : edge_sizes(cap)) {
+      for (std::size_t count : counts_for<T>(bytes)) {
+        const int tag = 100 + static_cast<int>(msgno);
+        exchange_and_check<T>(count, msgno % 2 ? 5 : 0, src, dst, tag, msgno, type_salt<T>());
+        ++msgno;
+      }
+    }
+  }
+}
+
+// Fragment edges beyond the 16 MiB cap of the sweep above (up to 64 MiB + 1, where a variant
+// sets fragment_size to its maximum): ranks 0 and 1 exchange (one rank: to itself).
+TEST(Integrity, FragmentEdges_UpTo64MiB_ArriveIntact) {
+  const int r = rank(), n = size();
+  if (r > 1) return;
+  const int peer = n == 1 ? 0 : 1 - r;
+  const Knobs& k = knobs();
+  const std::size_t cap = (std::size_t{64} << 20) + 1;
+  const std::size_t fd = k.fragment_size * std::max<std::size_t>(k.pipeline_depth, 1);
+  // The fragment edges themselves, and the first whole multiple of fragment_size that is a
+  // rendezvous (where fragments are smaller than eager_threshold), each −1/0/+1.
+  const std::size_t m = (k.eager_threshold + 1) / k.fragment_size + 1;
+  std::vector<std::size_t> sizes;
+  for (std::size_t e : {k.fragment_size, fd, m * k.fragment_size, m * k.fragment_size + fd})
+    for (std::size_t s : {e - 1, e, e + 1})
+      if (s <= cap && s > k.eager_threshold) sizes.push_back(s);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  std::uint64_t msgno = 0;
+  for (std::size_t s : sizes) {
+    exchange_and_check<std::byte>(s, 0, peer, peer, 300 + static_cast<int>(msgno), msgno, 0x77);
+    ++msgno;
+  }
+}
+
+// The sender picks inline up to inline_threshold, eager up to eager_threshold, rendezvous
+// above (DESIGN §2), as counted by rmp::rt::counters(); eager sends turned into rendezvous
+// for want of credits are allowed only as counted credit_stalls. Rendezvous gets use the copy
+// path a variant forces (RMP_SHM_COPY=single|chunks, RMP_SHM_CMA=0).
+TEST(Protocol, SelectionFollowsEffectiveThresholds) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  const Knobs& k = knobs();
+  std::vector<std::size_t> sizes = {0, 1};
+  for (std::size_t e : {k.inline_threshold, k.eager_threshold})
+    for (std::size_t s : {e == 0 ? 0 : e - 1, e, e + 1}) sizes.push_back(s);
+  sizes.push_back(rndv_size());
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+
+  rmp::rt::Counters before = rmp::rt::counters();
+  std::uint64_t exp_inline = 0, exp_eager = 0, exp_rndv = 0;
+  if (r == 0) {
+    int ready = 0;
+    w.recv(&ready, 1, 1, 499);
+    before = rmp::rt::counters();
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto msg = make_message<std::byte>(sizes[i], seed(0, 1, i, 0x88));
+      w.send(msg.data(), msg.size(), 1, 500 + static_cast<int>(i));
+      switch (proto_of(sizes[i])) {
+        case Proto::inline_:
+          ++exp_inline;
+          break;
+        case Proto::eager:
+          ++exp_eager;
+          break;
+        case Proto::rndv:
+          ++exp_rndv;
+          break;
+      }
+    }
+  } else if (r == 1) {
+    std::vector<std::vector<std::byte>> bufs;
+    std::vector<rmp::Request> reqs;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      bufs.emplace_back(sizes[i]);
+      reqs.push_back(w.irecv(bufs.back().data(), sizes[i], 0, 500 + static_cast<int>(i)));
+    }
+    const int ready = 1;
+    w.send(&ready, 1, 0, 499);
+    rmp::wait_all(reqs);
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      EXPECT_TRUE(matches(bufs[i].data(), sizes[i], seed(0, 1, i, 0x88)))
+          << sizes[i] << " B message";
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  if (r == 0) {
+    const std::uint64_t d_inline = after.msgs_inline - before.msgs_inline;
+    const std::uint64_t d_eager = after.msgs_eager - before.msgs_eager;
+    const std::uint64_t d_rndv = after.msgs_rndv - before.msgs_rndv;
+    const std::uint64_t d_stall = after.credit_stalls - before.credit_stalls;
+    const std::string ctx = "sizes sent 0→1 under " + k.table + "; counted inline/eager/rndv/" +
+                            "stalls = " + std::to_string(d_inline) + "/" + std::to_string(d_eager) +
+                            "/" + std::to_string(d_rndv) + "/" + std::to_string(d_stall) +
+                            ", expected " + std::to_string(exp_inline) + "/" +
+                            std::to_string(exp_eager) + "/" + std::to_string(exp_rndv);
+    EXPECT_EQ(d_inline + d_eager + d_rndv, sizes.size()) << ctx;
+    EXPECT_EQ(d_rndv, exp_rndv + d_stall) << ctx;
+    EXPECT_LE(d_inline, exp_inline) << ctx;
+    EXPECT_LE(d_eager, exp_eager) << ctx;
+    if (d_stall == 0) {
+      EXPECT_EQ(d_inline, exp_inline) << ctx;
+      EXPECT_EQ(d_eager, exp_eager) << ctx;
+    }
+  }
+  // Receiver side: at least one get fragment per rendezvous message.
+  const std::uint64_t frags =
+      sum_over_ranks(r == 1 ? after.rndv_fragments - before.rndv_fragments : 0);
+  const std::uint64_t rndv_msgs = static_cast<std::uint64_t>(std::count_if(
+      sizes.begin(), sizes.end(), [](std::size_t s) { return proto_of(s) == Proto::rndv; }));
+  EXPECT_GE(frags, rndv_msgs) << "rndv_fragments counted on rank 1";
+  // Which copy served the gets (counted on either side of the pair).
+  const bool pair = r <= 1;
+  const std::uint64_t single =
+      sum_over_ranks(pair ? after.shm_gets_single - before.shm_gets_single : 0);
+  const std::uint64_t chunks =
+      sum_over_ranks(pair ? after.shm_gets_chunks - before.shm_gets_chunks : 0);
+  const std::string copy_ctx = "shm_gets_single=" + std::to_string(single) +
+                               " shm_gets_chunks=" + std::to_string(chunks) + " for " +
+                               std::to_string(rndv_msgs) + " rendezvous messages";
+  EXPECT_GE(single + chunks, 1u) << copy_ctx;
+  if (env_is("RMP_SHM_COPY", "single")) {
+    EXPECT_GE(single, 1u) << "RMP_SHM_COPY=single: " << copy_ctx;
+    EXPECT_EQ(chunks, 0u) << "RMP_SHM_COPY=single: " << copy_ctx;
+  }
+  if (env_is("RMP_SHM_COPY", "chunks") || env_is("RMP_SHM_CMA", "0")) {
+    EXPECT_EQ(single, 0u) << "chunks forced or CMA forbidden: " << copy_ctx;
+    EXPECT_GE(chunks, 1u) << "chunks forced or CMA forbidden: " << copy_ctx;
+  }
+}
+
+// ---- Self ------------------------------------------------------------------------------------
+
+// Every protocol size to one's own rank with the receive posted first; counted as msgs_self.
+TEST(Self, AllProtocolSizes_IrecvThenSend) {
+  const int r = rank();
+  const rmp::Comm& w = rmp::world();
+  const rmp::rt::Counters before = rmp::rt::counters();
+  std::uint64_t sends = 0;
+  for (std::size_t bytes : edge_sizes(std::size_t{16} << 20)) {
+    exchange_and_check<std::byte>(bytes, sends % 2 ? 3 : 0, r, r, 700 + static_cast<int>(sends),
+                                  sends, 0x99);
+    ++sends;
+  }
+  for (std::size_t bytes : edge_sizes(1000003)) {
+    exchange_and_check<int>((bytes + 3) / 4, 0, r, r, 700 + static_cast<int>(sends), sends, 0x9a);
+    ++sends;
+  }
+  (void)w;
+  EXPECT_EQ(rmp::rt::counters().msgs_self - before.msgs_self, sends) << "msgs_self counter";
+}
+
+// Every protocol size to one's own rank with the send started first (isend, then recv).
+TEST(Self, AllProtocolSizes_IsendThenRecv) {
+  const int r = rank();
+  const rmp::Comm& w = rmp::world();
+  std::uint64_t msgno = 0;
+  for (std::size_t bytes : edge_sizes(std::size_t{16} << 20)) {
+    const auto msg = make_message<std::byte>(bytes, seed(r, r, msgno, 0xab));
+    rmp::Request s = w.isend(msg.data(), bytes, r, 800);
+    std::vector<std::byte> buf(bytes + 4, sentinel<std::byte>());
+    const rmp::Status st = w.recv(buf.data(), bytes, r, 800);
+    s.wait();
+    EXPECT_EQ(st.source, r);
+    EXPECT_EQ(st.tag, 800);
+    EXPECT_EQ(st.bytes, bytes);
+    EXPECT_TRUE(matches(buf.data(), bytes, seed(r, r, msgno, 0xab))) << bytes << " B to self";
+    EXPECT_TRUE(untouched(buf.data() + bytes, 4)) << bytes << " B to self";
+    ++msgno;
+  }
+}
+
+// sendrecv with one's own rank as both destination and source, at every protocol size.
+TEST(Self, SendrecvWithSelf_AllProtocolSizes) {
+  const int r = rank();
+  const rmp::Comm& w = rmp::world();
+  std::uint64_t msgno = 0;
+  for (std::size_t bytes : edge_sizes(4u << 20)) {
+    const std::size_t count = (bytes + 7) / 8;
+    const auto msg = make_message<double>(count, seed(r, r, msgno, 0xac));
+    std::vector<double> buf(count);
+    const rmp::Status st = w.sendrecv(msg.data(), count, r, 810, buf.data(), count, r, 810);
+    EXPECT_EQ(st.source, r);
+    EXPECT_EQ(st.tag, 810);
+    EXPECT_EQ(st.bytes, count * 8);
+    EXPECT_TRUE(matches(buf.data(), count, seed(r, r, msgno, 0xac))) << count * 8 << " B";
+    ++msgno;
+  }
+}
+
+}  // namespace
