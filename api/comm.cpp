@@ -118,7 +118,10 @@ void Comm::send_(const void* buf, std::size_t count, std::size_t esize, Type, in
   check_tag(call, "tag", tag, false);
   const std::size_t bytes = checked_bytes(call, "count", count, esize);
   check_buffer(call, "buf", buf, count);
-  c.engine().wait(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, sync));
+  if (sync)
+    c.engine().wait(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, true));
+  else
+    c.engine().send(c, Channel::user, buf, bytes, dest, tag);
 }
 
 Status Comm::recv_(void* buf, std::size_t count, std::size_t esize, Type, int source,

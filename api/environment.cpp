@@ -15,10 +15,7 @@
 namespace rmp {
 namespace api {
 
-Process& process() {
-  static Process p;
-  return p;
-}
+Process g_process;
 
 detail::CommImpl& comm_of(const Comm& c, const char* call) {
   detail::CommImpl* impl = c.impl();

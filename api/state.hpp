@@ -20,7 +20,8 @@ struct Process {
   bool finalized = false;
   ThreadLevel provided = ThreadLevel::serialized;
 };
-Process& process();
+extern Process g_process;
+inline Process& process() { return g_process; }
 
 // Throws invalid_comm for a null or finalised communicator.
 detail::CommImpl& comm_of(const Comm& c, const char* call);

@@ -139,7 +139,7 @@ RequestState* Engine::alloc() {
 }
 
 void Engine::free_request(RequestState* r) {
-  r->err_msg.clear();
+  r->err_msg.reset();
   free_.push_back(r);
 }
 
@@ -152,7 +152,7 @@ void Engine::complete(RequestState* r) {
 void Engine::fail(RequestState* r, Errc e, std::string msg) {
   r->has_error = true;
   r->err = e;
-  r->err_msg = std::move(msg);
+  r->err_msg = std::make_unique<std::string>(std::move(msg));
 }
 
 Engine::Peer& Engine::peer(int world) {
@@ -297,6 +297,37 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
               r->key};
   send_or_queue(p, world, Am::rts, p2p::bytes_of(h), {}, false, nullptr, false);
   return r;
+}
+
+void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
+                  int dest, int tag) {
+  const int world = comm.world_rank(dest);
+  Peer& p = peer(world);
+  if (bytes <= std::max(inline_threshold_, eager_threshold_) &&
+      p.credits >= credit_charge(bytes) && p.data.empty() && p.control.empty()) {
+    const bool inl = bytes <= inline_threshold_;
+    EagerHeader e{static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX)),
+                  comm.context(ch), tag, comm.rank()};
+    std::span<const std::byte> payload(static_cast<const std::byte*>(buf), bytes);
+    const rt::TStatus s = endpoint_of(p, world).send_am(static_cast<rt::AmId>(Am::eager),
+                                                        p2p::bytes_of(e), payload, inl);
+    if (s == rt::TStatus::ok) {
+      p.owed -= e.credits;
+      p.credits -= credit_charge(bytes);
+      rt::Counters& c = ctx_.counters();
+      if (world == ctx_.rank()) ++c.msgs_self;
+      if (inl) {
+        ++c.msgs_inline;
+        c.bytes_inline += bytes;
+      } else {
+        ++c.msgs_eager;
+        c.bytes_eager += bytes;
+      }
+      return;
+    }
+    if (s == rt::TStatus::retry) ++ctx_.counters().ring_full;
+  }
+  wait(isend(comm, ch, buf, bytes, dest, tag, false));
 }
 
 void Engine::send_ack(int world, Am am, std::uint64_t sid) {
@@ -512,7 +543,7 @@ Status Engine::wait(RequestState* r) {
   if (!r->complete) progress_until([r] { return r->complete; });
   Status s = r->status;
   if (r->has_error) {
-    Error e(r->err, r->err_msg);
+    Error e(r->err, r->err_msg ? *r->err_msg : std::string("unknown error"));
     free_request(r);
     throw e;
   }

@@ -30,7 +30,7 @@ struct RequestState {
   bool posted = false;     // in a posted-receive queue
   bool has_error = false;
   Errc err = Errc::internal;
-  std::string err_msg;
+  std::unique_ptr<std::string> err_msg;  // only when failed: keeps the struct cheap to reset
   Status status;
   // receive
   std::uint32_t ctx = 0;
@@ -105,6 +105,10 @@ public:
                       int dest, int tag, bool sync);
   RequestState* irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes,
                       int src, int tag);
+  // Blocking standard send: an eager message that fits the transport now leaves without a
+  // request; anything else is isend + wait.
+  void send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes, int dest,
+            int tag);
 
   // Completes r and releases it; throws rmp::Error if it failed (prefixing `call`).
   Status wait(RequestState* r);

@@ -146,13 +146,13 @@ std::vector<ParamInfo> Context::effective_params(std::string_view transport) con
 }
 
 void Context::Idle::operator()() {
-  if (idle_++ == 0) {
-    since_ = std::chrono::steady_clock::now();
-    return;
-  }
   const Params& p = c_.params();
   if (p.wait_mode == WaitMode::poll) {
     cpu_relax();
+    return;
+  }
+  if (idle_++ == 0) {
+    since_ = std::chrono::steady_clock::now();
     return;
   }
   // Look at the clock only every few polls: it costs ~20 ns.

@@ -49,8 +49,8 @@ public:
 
   // Polls every transport once; returns the number of events handled.
   int progress() {
-    int n = self_->progress();
-    if (shm_) n += shm_->progress();
+    int n = shm_ ? shm_->progress() : 0;
+    if (self_->may_have_work()) n += self_->progress();
     return n;
   }
 

@@ -98,6 +98,11 @@ public:
   // Polls: delivers arriving messages to the sink and runs completions. Returns how many
   // events it handled (0 = idle).
   virtual int progress() = 0;
+  // Cheap test before calling progress(): false only when the transport knows it is idle.
+  bool may_have_work() const { return !quiet_; }
+
+protected:
+  bool quiet_ = false;  // kept up to date by transports that can tell cheaply (self)
 };
 
 }  // namespace rmp::rt
