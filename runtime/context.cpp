@@ -95,7 +95,6 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     cfg.copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
                : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks
                                                        : ShmConfig::Copy::automatic;
-    cfg.single_copy_min = 0;
     shm_ = make_shm_transport(id(), cfg, sink, counters_);
     std::vector<std::byte> a = shm_->address();
     address.push_back(static_cast<std::byte>(TransportId::shm));

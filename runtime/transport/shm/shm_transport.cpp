@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <rmp/rmp.hpp>
 
 #include "runtime/log.hpp"
+#include "runtime/transport/shm/copy_chooser.hpp"
 #include "runtime/transport/shm/shm_ring.hpp"
 #include "runtime/transport/shm/shm_segment.hpp"
 
@@ -89,10 +91,13 @@ struct DirLayout {
 
 class ShmTransport;
 
+using Clock = std::chrono::steady_clock;
+
 struct GetJob {
   std::byte* dst;
   std::size_t len, off;
   Completion* done;
+  Clock::time_point posted;
 };
 struct ServeJob {
   const std::byte* src;
@@ -150,6 +155,7 @@ private:
   std::uint64_t produced_ = 0, consumed_cache_ = 0;  // as owner (out_chunks_)
   std::uint64_t consumed_ = 0, produced_cache_ = 0;  // as requester (in_chunks_)
   std::deque<GetJob> gets_;
+  Clock::time_point last_get_done_{};
   std::deque<ServeJob> serve_;
   std::deque<PendingCtl> ctl_;
 };
@@ -184,15 +190,18 @@ public:
   int progress() override;
 
   // Used by endpoints.
-  bool use_single_copy(std::size_t len) const {
+  bool use_single_copy(std::size_t len) {
     if (!cma_ok_) return false;
     switch (cfg_.copy) {
       case ShmConfig::Copy::single: return true;
       case ShmConfig::Copy::chunks: return false;
       case ShmConfig::Copy::automatic:
-        return cfg_.single_copy_min != 0 && len >= cfg_.single_copy_min;
+        return chooser_.choose(len) == CopyChooser::Mode::single;
     }
     return false;
+  }
+  void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took) {
+    chooser_.record(m, bytes, std::chrono::duration<double>(took).count());
   }
   void complete_later(Completion* c, TStatus s) { done_.push_back({c, s}); }
   void add_cma(const CmaJob& j) { cma_.push_back(j); }
@@ -231,6 +240,7 @@ private:
   std::vector<ShmEndpoint*> busy_;
   std::vector<std::pair<Completion*, TStatus>> done_;
   std::vector<CmaJob> cma_;
+  CopyChooser chooser_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -280,7 +290,7 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
 void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
                                   Completion* done) {
   std::uint64_t req[2] = {remote, len};
-  gets_.push_back({dst, len, 0, done});
+  gets_.push_back({dst, len, 0, done, Clock::now()});
   send_ctl(kAmGetReq, std::as_bytes(std::span(req)), {}, nullptr);
   t_.mark_busy(this);
   ++t_.counters().shm_gets_chunks;
@@ -379,6 +389,11 @@ int ShmEndpoint::drain_chunks() {
     ++t_.counters().rndv_fragments;
     ++n;
     if (j.off == j.len) {
+      // Time from when this get could start (posted, or the previous one done) to its end:
+      // what the pipelined copy really delivered, owner reaction included.
+      const Clock::time_point now = Clock::now();
+      t_.record_copy(CopyChooser::Mode::chunks, j.len, now - std::max(j.posted, last_get_done_));
+      last_get_done_ = now;
       t_.complete_later(j.done, TStatus::ok);
       gets_.pop_front();
     }
@@ -523,6 +538,7 @@ int ShmTransport::run_cma() {
   for (const CmaJob& j : jobs) {
     std::size_t off = 0;
     int err = 0;
+    const Clock::time_point t0 = Clock::now();
     while (off < j.len) {
       iovec l{j.local + off, j.len - off};
       iovec r{reinterpret_cast<void*>(j.remote + off), j.len - off};
@@ -557,6 +573,7 @@ int ShmTransport::run_cma() {
                std::to_string(j.len) + " bytes from pid " + std::to_string(j.pid) +
                " failed: " + std::strerror(err));
     } else if (!j.write) {
+      record_copy(CopyChooser::Mode::single, j.len, Clock::now() - t0);
       ++c_.shm_gets_single;
       ++c_.rndv_fragments;
     }

@@ -19,8 +19,7 @@ struct ShmConfig {
   std::size_t chunk_bytes = 1 << 17;  // fragment_size: chunk of the pipelined copy
   std::size_t nchunks = 2;            // pipeline_depth: chunks in flight
   bool cma = true;                    // RMP_SHM_CMA
-  Copy copy = Copy::automatic;        // RMP_SHM_COPY
-  std::size_t single_copy_min = 0;    // automatic: single copy from this size up (0 = never)
+  Copy copy = Copy::automatic;        // RMP_SHM_COPY (automatic: measured per size class)
 };
 
 // Capabilities that do not depend on a running transport (ring geometry).
