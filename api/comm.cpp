@@ -7,6 +7,7 @@
 
 #include "api/state.hpp"
 #include "collectives/collectives.hpp"
+#include "collectives/nonblocking.hpp"
 #include "collectives/reduce_ops.hpp"
 
 namespace rmp {
@@ -392,21 +393,29 @@ void Comm::alltoallv_(const void* in, sizes scounts, sizes sdispls, void* out, s
   coll::alltoallv(c, in, scounts, sdispls, out, rcounts, rdispls, esize);
 }
 
-// Non-blocking collectives need schedules driven by the progress engine (collectives issue);
-// a blocking stand-in could deadlock a correct program, so until then they say so.
+// Non-blocking collectives: schedules driven by the progress engine.
 Request Comm::ibarrier() const {
-  comm_of(*this, "ibarrier");
-  throw Error(Errc::internal, "ibarrier: non-blocking collectives are not implemented yet");
+  detail::CommImpl& c = comm_of(*this, "ibarrier");
+  return Request(c.engine().start(coll::ibarrier(impl_)));
 }
 
-Request Comm::ibcast_(void*, std::size_t, std::size_t, Type, int) const {
-  comm_of(*this, "ibcast");
-  throw Error(Errc::internal, "ibcast: non-blocking collectives are not implemented yet");
+Request Comm::ibcast_(void* buf, std::size_t count, std::size_t esize, Type, int root) const {
+  detail::CommImpl& c = comm_of(*this, "ibcast");
+  check_rank("ibcast", "root", root, c.size(), false);
+  const std::size_t bytes = checked_bytes("ibcast", "count", count, esize);
+  check_buffer("ibcast", "buf", buf, count);
+  return Request(c.engine().start(coll::ibcast(impl_, buf, bytes, root)));
 }
 
-Request Comm::iallreduce_(const void*, bool, void*, std::size_t, std::size_t, Type, Op) const {
-  comm_of(*this, "iallreduce");
-  throw Error(Errc::internal, "iallreduce: non-blocking collectives are not implemented yet");
+Request Comm::iallreduce_(const void* in, bool inplace, void* out, std::size_t count,
+                          std::size_t esize, Type t, Op op) const {
+  detail::CommImpl& c = comm_of(*this, "iallreduce");
+  checked_bytes("iallreduce", "count", count, esize);
+  check_op("iallreduce", op, t);
+  if (!inplace) check_buffer("iallreduce", "in", in, count);
+  check_buffer("iallreduce", "out", out, count);
+  return Request(
+      c.engine().start(coll::iallreduce(impl_, inplace ? nullptr : in, out, count, esize, t, op)));
 }
 
 }  // namespace rmp

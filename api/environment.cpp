@@ -102,6 +102,7 @@ Environment::Environment(ThreadLevel required) {
   // Any thread may call, one at a time; `multiple` is later work (DESIGN §3).
   p.provided = required == ThreadLevel::multiple ? ThreadLevel::serialized : required;
   level_ = p.provided;
+  if (c.settings().progress_thread) p.engine->start_progress_thread();
   p.initialized = true;
 }
 
@@ -121,6 +122,7 @@ Environment::~Environment() {
     // Everyone stops together: nobody unmaps memory a peer may still be reading. The barrier
     // runs through the progress engine, so rendezvous data keeps flowing while we wait.
     coll::barrier(*p.world.impl());
+    p.engine->stop_progress_thread();
     p.context->bootstrap().finalize();
     const auto& stats = p.context->settings().stats;
     if (!stats.empty() && stats != "0") p.context->print_stats();

@@ -34,9 +34,9 @@ Status Request::wait() {
 std::optional<Status> Request::test() {
   if (!state_) return Status{};
   detail::RequestState* s = state_;
-  if (!s->complete) {
+  if (!engine_of(s).is_complete(s)) {
     engine_of(s).progress();
-    if (!s->complete) return std::nullopt;
+    if (!engine_of(s).is_complete(s)) return std::nullopt;
   }
   state_ = nullptr;
   return engine_of(s).wait(s);
@@ -86,7 +86,7 @@ bool test_all(std::span<Request> reqs) {
   if (!eng) return true;
   eng->progress();
   for (Request& r : reqs)
-    if (r.active() && !r.state_for_internal_use()->complete) return false;
+    if (r.active() && !eng->is_complete(r.state_for_internal_use())) return false;
   wait_all(reqs);
   return true;
 }

@@ -1,7 +1,11 @@
 #include "p2p/engine.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "p2p/wire.hpp"
 #include "runtime/log.hpp"
@@ -124,7 +128,6 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   peers_.resize(static_cast<std::size_t>(ctx.size()));
 }
 
-Engine::~Engine() = default;
 
 RequestState* Engine::alloc() {
   if (free_.empty()) {
@@ -140,6 +143,7 @@ RequestState* Engine::alloc() {
 
 void Engine::free_request(RequestState* r) {
   r->err_msg.reset();
+  r->activity.reset();
   free_.push_back(r);
 }
 
@@ -251,6 +255,7 @@ int Engine::flush_pending() {
 
 RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* buf,
                             std::size_t bytes, int dest, int tag, bool sync) {
+  Lock g(*this);
   RequestState* r = alloc();
   r->kind = RequestState::Kind::send;
   r->sbuf = buf;
@@ -301,6 +306,7 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
 
 void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
                   int dest, int tag) {
+  Lock g(*this);
   const int world = comm.world_rank(dest);
   Peer& p = peer(world);
   if (bytes <= std::max(inline_threshold_, eager_threshold_) &&
@@ -351,6 +357,7 @@ void Engine::return_credit(Peer& p, int world, std::size_t bytes) {
 
 RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes,
                             int src, int tag) {
+  Lock g(*this);
   RequestState* r = alloc();
   r->kind = RequestState::Kind::recv;
   r->ctx = comm.context(ch);
@@ -408,11 +415,13 @@ void Engine::start_rendezvous(RequestState* r, int peer_world, const RtsHeader& 
     return;
   }
   r->get_done.fn = &Engine::on_get_done;
+  ++active_gets_;
   Peer& p = peer(peer_world);
   const rt::TStatus s = endpoint_of(p, peer_world)
                             .get(std::span(static_cast<std::byte*>(r->buf), h.size), h.addr,
                                  h.key, &r->get_done);
   if (s != rt::TStatus::ok) {
+    --active_gets_;
     fail(r, Errc::transport,
          "receive: reading " + std::to_string(h.size) + " bytes from rank " +
              std::to_string(peer_world) + " failed");
@@ -425,6 +434,7 @@ void Engine::on_get_done(rt::Completion* c, rt::TStatus s) {
   auto* r = reinterpret_cast<RequestState*>(reinterpret_cast<char*>(c) -
                                             offsetof(RequestState, get_done));
   Engine& e = *r->engine;
+  --e.active_gets_;
   if (s != rt::TStatus::ok)
     e.fail(r, Errc::transport,
            "receive: reading " + std::to_string(r->status.bytes) + " bytes from rank " +
@@ -534,13 +544,53 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
 // Completion, probe, cancel
 
 int Engine::progress() {
+  Lock g(*this);
+  return progress_locked();
+}
+
+int Engine::progress_locked() {
   int n = ctx_.progress();
   if (!pending_peers_.empty()) n += flush_pending();
+  if (!activities_.empty()) n += advance_activities();
   return n;
 }
 
+RequestState* Engine::start(std::unique_ptr<Activity> a) {
+  Lock g(*this);
+  RequestState* r = alloc();
+  r->kind = RequestState::Kind::activity;
+  r->activity = std::move(a);
+  activities_.push_back(r);
+  advance_activities();  // post the first round now
+  return r;
+}
+
+int Engine::advance_activities() {
+  int n = 0;
+  // Index loop: an activity may start point-to-point operations, never other activities.
+  for (std::size_t i = 0; i < activities_.size();) {
+    RequestState* r = activities_[i];
+    if (!r->activity->advance(*this)) {
+      ++i;
+      continue;
+    }
+    if (r->activity->failed()) fail(r, r->activity->code(), r->activity->what());
+    activities_[i] = activities_.back();
+    activities_.pop_back();
+    complete(r);
+    ++n;
+  }
+  return n;
+}
+
+bool Engine::is_complete(RequestState* r) {
+  Lock g(*this);
+  return r->complete;
+}
+
 Status Engine::wait(RequestState* r) {
-  if (!r->complete) progress_until([r] { return r->complete; });
+  progress_until([r] { return r->complete; });
+  Lock g(*this);
   Status s = r->status;
   if (r->has_error) {
     Error e(r->err, r->err_msg ? *r->err_msg : std::string("unknown error"));
@@ -552,12 +602,16 @@ Status Engine::wait(RequestState* r) {
 }
 
 std::optional<Status> Engine::test(RequestState* r) {
-  if (!r->complete) progress();
-  if (!r->complete) return std::nullopt;
+  {
+    Lock g(*this);
+    if (!r->complete) progress_locked();
+    if (!r->complete) return std::nullopt;
+  }
   return wait(r);
 }
 
 bool Engine::cancel(RequestState* r) {
+  Lock g(*this);
   if (r->kind != RequestState::Kind::recv || !r->posted) return false;
   queues(r->ctx).posted.unlink(r);
   r->posted = false;
@@ -568,6 +622,7 @@ bool Engine::cancel(RequestState* r) {
 }
 
 void Engine::release(RequestState* r) {
+  Lock g(*this);
   if (r->complete) {
     free_request(r);
     return;
@@ -579,7 +634,47 @@ void Engine::release(RequestState* r) {
   r->released = true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Asynchronous progress (RMP_PROGRESS_THREAD=1)
+
+struct Engine::ProgressThread {
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+void Engine::start_progress_thread() {
+  if (thread_) return;
+  threaded_ = true;
+  thread_ = std::make_unique<ProgressThread>();
+  thread_->thread = std::thread([this] {
+    while (!thread_->stop.load(std::memory_order_relaxed)) {
+      int n;
+      bool busy;
+      {
+        Lock g(*this);
+        n = progress_locked();
+        busy = !activities_.empty() || outstanding_sends_ > 0 || active_gets_ > 0;
+      }
+      // While operations are in flight keep them moving; otherwise stay out of the way of
+      // the application's threads.
+      if (n > 0 || busy) ::sched_yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+}
+
+void Engine::stop_progress_thread() {
+  if (!thread_) return;
+  thread_->stop.store(true);
+  thread_->thread.join();
+  thread_.reset();
+  threaded_ = false;
+}
+
+Engine::~Engine() { stop_progress_thread(); }
+
 std::optional<Status> Engine::iprobe(const CommImpl& comm, p2p::Channel ch, int src, int tag) {
+  Lock g(*this);
   MatchQueues& q = queues(comm.context(ch));
   Unexpected* u = q.find_unexpected(src, tag);
   if (!u) {
@@ -591,10 +686,13 @@ std::optional<Status> Engine::iprobe(const CommImpl& comm, p2p::Channel ch, int 
 }
 
 Status Engine::probe(const CommImpl& comm, p2p::Channel ch, int src, int tag) {
-  MatchQueues& q = queues(comm.context(ch));
-  Unexpected* u = nullptr;
-  progress_until([&] { return (u = q.find_unexpected(src, tag)) != nullptr; });
-  return Status{u->h.src, u->h.tag, u->kind == Am::rts ? u->rts.size : u->size};
+  Status st;
+  progress_until([&] {
+    Unexpected* u = queues(comm.context(ch)).find_unexpected(src, tag);
+    if (u) st = Status{u->h.src, u->h.tag, u->kind == Am::rts ? u->rts.size : u->size};
+    return u != nullptr;
+  });
+  return st;
 }
 
 }  // namespace rmp::detail

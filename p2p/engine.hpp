@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <rmp/rmp.hpp>
 
+#include "p2p/activity.hpp"
 #include "p2p/wire.hpp"
 #include "runtime/context.hpp"
 #include "runtime/transport/transport.hpp"
@@ -22,7 +24,7 @@ namespace rmp::detail {
 
 // One point-to-point operation. Owned by the engine's pool; the user's Request points to it.
 struct RequestState {
-  enum class Kind : std::uint8_t { send, recv };
+  enum class Kind : std::uint8_t { send, recv, activity };
   Kind kind = Kind::send;
   bool complete = false;
   bool released = false;   // the user's handle is gone: free on completion
@@ -49,6 +51,8 @@ struct RequestState {
   std::uint64_t sid = 0;
   rt::Completion get_done;
   class Engine* engine = nullptr;
+  // activity (non-blocking collective)
+  std::unique_ptr<Activity> activity;
 };
 
 }  // namespace rmp::detail
@@ -85,8 +89,12 @@ public:
     return context_ * 2 + static_cast<std::uint32_t>(ch);
   }
   std::uint32_t base_context() const { return context_; }
+  // Sequence number of the communicator's next non-blocking collective: every member starts
+  // them in the same order, so the numbers agree and keep concurrent operations apart.
+  std::uint32_t next_collective_sequence() { return nbc_sequence_++; }
 
 private:
+  std::uint32_t nbc_sequence_ = 0;
   Engine& engine_;
   std::uint32_t context_;
   int rank_, size_;
@@ -118,22 +126,57 @@ public:
   // The user's handle went away without waiting.
   void release(RequestState* r);
 
+  // Starts an operation driven by progress(); the request completes when it reports done.
+  RequestState* start(std::unique_ptr<Activity> a);
+  bool is_complete(RequestState* r);
+
   std::optional<Status> iprobe(const CommImpl& comm, p2p::Channel ch, int src, int tag);
   Status probe(const CommImpl& comm, p2p::Channel ch, int src, int tag);
 
   int progress();
-  // Runs progress until done() holds, spinning then yielding per the wait policy.
+  // Runs progress until done() holds, spinning then yielding per the wait policy. done() is
+  // evaluated with the engine locked.
   template <class Done>
   void progress_until(Done&& done) {
     rt::Context::Idle idle(ctx_);
-    while (!done()) {
-      if (progress() > 0) idle.reset();
+    for (;;) {
+      int n;
+      {
+        Lock g(*this);
+        if (done()) return;
+        n = progress_locked();
+      }
+      if (n > 0) idle.reset();
       else idle();
     }
   }
 
+  // RMP_PROGRESS_THREAD=1: a thread that drives progress while the application computes.
+  // From then on every entry point takes the engine's lock.
+  void start_progress_thread();
+  void stop_progress_thread();
+
+  // Held by entry points while a progress thread runs (recursive: activities call back in).
+  class Lock {
+  public:
+    explicit Lock(Engine& e) : m_(e.threaded_ ? &e.mu_ : nullptr) {
+      if (m_) m_->lock();
+    }
+    ~Lock() {
+      if (m_) m_->unlock();
+    }
+    Lock(const Lock&) = delete;
+    Lock& operator=(const Lock&) = delete;
+
+  private:
+    std::recursive_mutex* m_;
+  };
+
   // Sends still in flight (finalize drains them).
-  std::size_t outstanding_sends() const { return outstanding_sends_; }
+  std::size_t outstanding_sends() {
+    Lock g(*this);
+    return outstanding_sends_;
+  }
 
   void on_am(int peer, rt::AmId id, std::span<const std::byte> header,
              std::span<const std::byte> payload) override;
@@ -142,6 +185,9 @@ public:
   static std::size_t eager_header_bytes();
 
 private:
+  int progress_locked();
+  int advance_activities();
+
   struct Unexpected;
   struct MatchQueues;
   struct Peer;
@@ -180,6 +226,12 @@ private:
   std::vector<Unexpected*> unexpected_free_;
   std::size_t outstanding_sends_ = 0;
   std::size_t unexpected_now_ = 0;
+  std::vector<RequestState*> activities_;
+  std::size_t active_gets_ = 0;  // rendezvous reads in progress at this rank
+  std::recursive_mutex mu_;
+  bool threaded_ = false;
+  struct ProgressThread;
+  std::unique_ptr<ProgressThread> thread_;
 };
 
 }  // namespace rmp::detail

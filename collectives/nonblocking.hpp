@@ -1,0 +1,22 @@
+// Non-blocking collectives: schedules of point-to-point rounds and local steps, advanced by
+// the progress engine (p2p's Activity), so they overlap with point-to-point traffic, with
+// each other and — with RMP_PROGRESS_THREAD=1 — with the application's computation.
+#pragma once
+
+#include <memory>
+
+#include <rmp/rmp.hpp>
+
+#include "p2p/engine.hpp"
+
+namespace rmp::coll {
+
+std::unique_ptr<detail::Activity> ibarrier(std::shared_ptr<detail::CommImpl> c);
+std::unique_ptr<detail::Activity> ibcast(std::shared_ptr<detail::CommImpl> c, void* buf,
+                                         std::size_t bytes, int root);
+// `in` == nullptr: in place (the input is `out`).
+std::unique_ptr<detail::Activity> iallreduce(std::shared_ptr<detail::CommImpl> c, const void* in,
+                                             void* out, std::size_t count, std::size_t esize,
+                                             detail::Type t, Op op);
+
+}  // namespace rmp::coll

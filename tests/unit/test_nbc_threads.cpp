@@ -1,0 +1,89 @@
+// Non-blocking collectives as progress-driven schedules (ranks as threads over shm):
+// several outstanding at once, interleaved with point-to-point traffic, with and without the
+// asynchronous progress thread.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "collectives/nonblocking.hpp"
+#include "tests/unit/thread_ranks.hpp"
+
+using rmp::Op;
+using rmp::detail::CommImpl;
+using rmp::detail::RequestState;
+using rmp::detail::Type;
+using rmp::p2p::Channel;
+using rmp::testing::ThreadRank;
+using rmp::testing::run_thread_ranks;
+
+namespace {
+
+void overlapping_collectives(ThreadRank& t, bool progress_thread) {
+  auto& e = t.engine;
+  if (progress_thread) e.start_progress_thread();
+  const int n = t.world.size(), me = t.world.rank();
+  auto comm = std::make_shared<CommImpl>(e, 7, me, n);
+  const std::size_t count = 50000;  // large enough for rendezvous in the reduction
+  std::vector<double> in(count), out(count, -1), in2(count), out2(count, -1);
+  for (std::size_t i = 0; i < count; ++i) {
+    in[i] = me + 0.25 * static_cast<double>(i % 7);
+    in2[i] = 2.0 * me;
+  }
+  std::vector<int> b(1000, me == 1 % n ? 42 : 0);
+  RequestState* r1 = e.start(rmp::coll::iallreduce(comm, in.data(), out.data(), count, 8, Type::f64, Op::sum));
+  RequestState* r2 = e.start(rmp::coll::ibcast(comm, b.data(), b.size() * sizeof(int), 1 % n));
+  RequestState* r3 = e.start(rmp::coll::ibarrier(comm));
+  RequestState* r4 = e.start(rmp::coll::iallreduce(comm, in2.data(), out2.data(), count, 8, Type::f64, Op::max));
+  // Point-to-point traffic on the world communicator while they run.
+  const int to = (me + 1) % n, from = (me - 1 + n) % n;
+  std::vector<char> s(300000, static_cast<char>(me)), r(300000);
+  RequestState* rr = e.irecv(t.world, Channel::user, r.data(), r.size(), from, 3);
+  RequestState* ss = e.isend(t.world, Channel::user, s.data(), s.size(), to, 3, false);
+  e.wait(rr);
+  e.wait(ss);
+  EXPECT_EQ(r[12345], static_cast<char>(from));
+  e.wait(r4);
+  e.wait(r3);
+  e.wait(r2);
+  e.wait(r1);
+  for (std::size_t i = 0; i < count; i += 997) {
+    double want = 0;
+    for (int k = 0; k < n; ++k) want += k + 0.25 * static_cast<double>(i % 7);
+    ASSERT_NEAR(out[i], want, 1e-9) << "element " << i;
+    ASSERT_EQ(out2[i], 2.0 * (n - 1));
+  }
+  EXPECT_EQ(b[999], 42);
+  if (progress_thread) e.stop_progress_thread();
+}
+
+}  // namespace
+
+TEST(NbcThreads, OutstandingTogetherWithPointToPoint) {
+  for (int n : {1, 2, 3, 4}) run_thread_ranks(n, [](ThreadRank& t) { overlapping_collectives(t, false); });
+}
+
+TEST(NbcThreads, OutstandingTogetherWithPointToPoint_ProgressThread) {
+  for (int n : {2, 3}) run_thread_ranks(n, [](ThreadRank& t) { overlapping_collectives(t, true); });
+}
+
+TEST(NbcThreads, ProgressThreadAdvancesWhileTheCallerComputes) {
+  run_thread_ranks(2, [](ThreadRank& t) {
+    auto& e = t.engine;
+    e.start_progress_thread();
+    auto comm = std::make_shared<CommImpl>(e, 9, t.world.rank(), 2);
+    std::vector<double> in(1 << 16, 1.0), out(1 << 16);
+    RequestState* r = e.start(rmp::coll::iallreduce(comm, in.data(), out.data(), in.size(), 8, Type::f64, Op::sum));
+    // No rmp call here: only the progress thread can move the operation on.
+    bool done = false;
+    for (int i = 0; i < 20000 && !done; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      done = e.is_complete(r);
+    }
+    EXPECT_TRUE(done) << "the progress thread did not complete the iallreduce";
+    e.wait(r);
+    EXPECT_EQ(out[123], 2.0);
+    e.stop_progress_thread();
+  });
+}
