@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "collectives/collectives.hpp"
+#include "collectives/node_shared.hpp"
 #include "collectives/reduce_ops.hpp"
 
 namespace rmp::coll {
@@ -37,6 +38,7 @@ void copy(void* dst, const void* src, std::size_t n) {
 }  // namespace
 
 void barrier(const CommImpl& c) {
+  if (NodeShared* ns = node_shared(c)) return shm_barrier(c, *ns);
   const int n = c.size(), r = c.rank();
   for (int k = 1; k < n; k <<= 1) {
     RequestState* s = post_send(c, nullptr, 0, (r + k) % n, kBarrier);
@@ -87,6 +89,8 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
 
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op) {
+  if (count * esize <= shm_allreduce_max_bytes())
+    if (NodeShared* ns = node_shared(c)) return shm_allreduce(c, *ns, in, out, count, esize, t, op);
   // Reduce to rank 0, then broadcast: every rank gets the same bits.
   reduce(c, in, out, count, esize, t, op, 0);
   bcast(c, out, count * esize, 0);

@@ -92,8 +92,12 @@ public:
   // Sequence number of the communicator's next non-blocking collective: every member starts
   // them in the same order, so the numbers agree and keep concurrent operations apart.
   std::uint32_t next_collective_sequence() { return nbc_sequence_++; }
+  // State the collectives layer keeps per communicator (e.g. its node-shared segment);
+  // opaque to p2p, released with the communicator.
+  std::shared_ptr<void>& collective_state() const { return collective_state_; }
 
 private:
+  mutable std::shared_ptr<void> collective_state_;
   std::uint32_t nbc_sequence_ = 0;
   Engine& engine_;
   std::uint32_t context_;

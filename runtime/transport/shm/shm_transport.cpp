@@ -21,7 +21,7 @@
 #include "runtime/log.hpp"
 #include "runtime/transport/shm/copy_chooser.hpp"
 #include "runtime/transport/shm/shm_ring.hpp"
-#include "runtime/transport/shm/shm_segment.hpp"
+#include "runtime/shared_memory.hpp"
 
 namespace rmp::rt {
 namespace {

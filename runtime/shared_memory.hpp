@@ -1,6 +1,6 @@
-// POSIX shared-memory segments for the shm transport: created 0600, mapped by the ranks of a
-// node, and unlinked by the last rank to map them so that a crashed job leaves nothing in
-// /dev/shm (rlaunch also removes /dev/shm/rmp-<job id>-* at the end of a job).
+// POSIX shared-memory segments (shm transport, node-local collectives): created 0600, mapped
+// by the ranks of a node, and unlinked by the last rank to map them so that a crashed job
+// leaves nothing in /dev/shm (rlaunch also removes /dev/shm/rmp-<job id>-* at job end).
 #pragma once
 
 #include <chrono>

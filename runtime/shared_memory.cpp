@@ -1,4 +1,4 @@
-#include "runtime/transport/shm/shm_segment.hpp"
+#include "runtime/shared_memory.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,0 +1,37 @@
+// The node-local shared-segment service (DESIGN §1): a segment shared by a group of ranks of
+// one node, for flag barriers and shared-memory reductions in collectives. Collectives reach
+// shared memory only through this interface.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "runtime/shared_memory.hpp"
+
+namespace rmp::rt {
+
+class Context;
+
+class NodeSegment {
+public:
+  // Exactly one member creates the segment (zero-filled) before the others open it; the
+  // caller orders the two (e.g. with a barrier between them). The last of `members` to map
+  // it removes its name.
+  static std::unique_ptr<NodeSegment> create(const Context& ctx, const std::string& key,
+                                             std::size_t bytes, int members);
+  static std::unique_ptr<NodeSegment> open(const Context& ctx, const std::string& key,
+                                           int members);
+
+  // Usable bytes (after the segment's own header).
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+private:
+  NodeSegment(shm::Mapping m, std::size_t header);
+  shm::Mapping map_;
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace rmp::rt
