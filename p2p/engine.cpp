@@ -443,6 +443,27 @@ void Engine::on_get_done(rt::Completion* c, rt::TStatus s) {
   e.complete(r);
 }
 
+Engine::Unexpected* Engine::enqueue_unexpected(MatchQueues& q, Am kind, int from,
+                                               const EagerHeader& h) {
+  Unexpected* u = nullptr;
+  if (unexpected_free_.empty()) {
+    unexpected_pool_.push_back(std::make_unique<Unexpected>());
+    u = unexpected_pool_.back().get();
+  } else {
+    u = unexpected_free_.back();
+    unexpected_free_.pop_back();
+  }
+  u->kind = kind;
+  u->peer = from;
+  u->h = h;
+  u->size = 0;
+  q.unexpected.push_back(u);
+  rt::Counters& c = ctx_.counters();
+  ++c.unexpected_msgs;
+  c.unexpected_peak = std::max<std::uint64_t>(c.unexpected_peak, ++unexpected_now_);
+  return u;
+}
+
 void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
                    std::span<const std::byte> payload) {
   Peer& p = peer(from);
@@ -461,26 +482,13 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
         deliver_eager(r, from, h.e, payload, sync, h.sid);
         return;
       }
-      Unexpected* u = nullptr;
-      if (unexpected_free_.empty()) {
-        unexpected_pool_.push_back(std::make_unique<Unexpected>());
-        u = unexpected_pool_.back().get();
-      } else {
-        u = unexpected_free_.back();
-        unexpected_free_.pop_back();
-      }
-      u->kind = static_cast<Am>(id);
-      u->peer = from;
-      u->h = h.e;
+      Unexpected* u = enqueue_unexpected(q, static_cast<Am>(id), from, h.e);
       u->sid = h.sid;
       u->size = payload.size();
       if (!payload.empty()) {
         u->data.reset(new std::byte[payload.size()]);
         std::memcpy(u->data.get(), payload.data(), payload.size());
       }
-      q.unexpected.push_back(u);
-      ++c.unexpected_msgs;
-      c.unexpected_peak = std::max<std::uint64_t>(c.unexpected_peak, ++unexpected_now_);
       c.unexpected_eager_bytes += payload.size();
       c.unexpected_eager_bytes_peak =
           std::max(c.unexpected_eager_bytes_peak, c.unexpected_eager_bytes);
@@ -497,22 +505,7 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
         start_rendezvous(r, from, h);
         return;
       }
-      Unexpected* u = nullptr;
-      if (unexpected_free_.empty()) {
-        unexpected_pool_.push_back(std::make_unique<Unexpected>());
-        u = unexpected_pool_.back().get();
-      } else {
-        u = unexpected_free_.back();
-        unexpected_free_.pop_back();
-      }
-      u->kind = Am::rts;
-      u->peer = from;
-      u->h = h.e;
-      u->rts = h;
-      u->size = 0;
-      q.unexpected.push_back(u);
-      ++c.unexpected_msgs;
-      c.unexpected_peak = std::max<std::uint64_t>(c.unexpected_peak, ++unexpected_now_);
+      enqueue_unexpected(q, Am::rts, from, h.e)->rts = h;
       return;
     }
     case Am::fin:

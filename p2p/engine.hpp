@@ -213,6 +213,8 @@ private:
   void return_credit(Peer& p, int world, std::size_t bytes);
   void send_ack(int world, p2p::Am am, std::uint64_t sid);
 
+  Unexpected* enqueue_unexpected(MatchQueues& q, p2p::Am kind, int from,
+                                 const p2p::EagerHeader& h);
   void deliver_eager(RequestState* r, int peer, const p2p::EagerHeader& h,
                      std::span<const std::byte> payload, bool sync, std::uint64_t sid);
   void start_rendezvous(RequestState* r, int peer, const p2p::RtsHeader& h);
