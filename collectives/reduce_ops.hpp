@@ -12,6 +12,7 @@ const char* op_name(Op op);
 const char* type_name(detail::Type t);
 // Whether API.md allows `op` on elements of type `t`.
 bool op_applies(Op op, detail::Type t);
+// `in` and `inout` must not overlap (the kernels are written with __restrict).
 void reduce_apply(Op op, detail::Type t, const void* in, void* inout, std::size_t count);
 
 }  // namespace rmp::coll

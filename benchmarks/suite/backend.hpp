@@ -6,8 +6,20 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 namespace bench {
+
+// Element types and reduction operations of the collective benchmarks (the subset of rmp's
+// that MPI names the same way). Both backends map them to their own types once per call.
+enum class Elem { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, c32, c64 };
+enum class ReduceOp { sum, prod, min, max, land, lor, band, bor, bxor };
+
+std::size_t elem_size(Elem e);
+std::string_view elem_name(Elem e);            // "double", "int32", "complex<float>", ...
+std::string_view reduce_op_name(ReduceOp op);  // "sum", "max", ...
+// Whether rmp (API.md) and MPI both define `op` on `e`.
+bool op_applies(ReduceOp op, Elem e);
 
 class Backend {
 public:
@@ -34,7 +46,18 @@ public:
   void irecv(void* buf, std::size_t bytes, int peer, int tag);
   void waitall();
 
+  // Collectives over every rank. Counts are elements of `e`; the byte-moving collectives
+  // (bcast, allgather, alltoall) also take the element type so that both libraries move the
+  // same typed data. allgather/alltoall: `count` elements per rank (buffers of size() blocks);
+  // reduce_scatter_block: `count` result elements per rank (`in` holds size() blocks).
   void barrier();
+  void bcast(void* buf, std::size_t count, Elem e, int root);
+  void reduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op, int root);
+  void allreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);
+  void allgather(const void* in, void* out, std::size_t count, Elem e);
+  void alltoall(const void* in, void* out, std::size_t count, Elem e);
+  void reduce_scatter_block(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);
+
   double wtime();  // seconds
 
   [[noreturn]] void abort(int code);

@@ -65,6 +65,91 @@ void Backend::waitall() {
 
 void Backend::barrier() { MPI_Barrier(MPI_COMM_WORLD); }
 
+namespace {
+
+MPI_Datatype to_mpi(Elem e) {
+  switch (e) {
+    case Elem::i8:
+      return MPI_INT8_T;
+    case Elem::u8:
+      return MPI_UINT8_T;
+    case Elem::i16:
+      return MPI_INT16_T;
+    case Elem::u16:
+      return MPI_UINT16_T;
+    case Elem::i32:
+      return MPI_INT32_T;
+    case Elem::u32:
+      return MPI_UINT32_T;
+    case Elem::i64:
+      return MPI_INT64_T;
+    case Elem::u64:
+      return MPI_UINT64_T;
+    case Elem::f32:
+      return MPI_FLOAT;
+    case Elem::f64:
+      return MPI_DOUBLE;
+    case Elem::c32:
+      return MPI_C_FLOAT_COMPLEX;
+    case Elem::c64:
+      return MPI_C_DOUBLE_COMPLEX;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op to_mpi(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::prod:
+      return MPI_PROD;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::land:
+      return MPI_LAND;
+    case ReduceOp::lor:
+      return MPI_LOR;
+    case ReduceOp::band:
+      return MPI_BAND;
+    case ReduceOp::bor:
+      return MPI_BOR;
+    case ReduceOp::bxor:
+      return MPI_BXOR;
+  }
+  return MPI_SUM;
+}
+
+int count_of(std::size_t count) { return static_cast<int>(count); }
+
+}  // namespace
+
+void Backend::bcast(void* buf, std::size_t count, Elem e, int root) {
+  MPI_Bcast(buf, count_of(count), to_mpi(e), root, MPI_COMM_WORLD);
+}
+
+void Backend::reduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op, int root) {
+  MPI_Reduce(in, out, count_of(count), to_mpi(e), to_mpi(op), root, MPI_COMM_WORLD);
+}
+
+void Backend::allreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op) {
+  MPI_Allreduce(in, out, count_of(count), to_mpi(e), to_mpi(op), MPI_COMM_WORLD);
+}
+
+void Backend::allgather(const void* in, void* out, std::size_t count, Elem e) {
+  MPI_Allgather(in, count_of(count), to_mpi(e), out, count_of(count), to_mpi(e), MPI_COMM_WORLD);
+}
+
+void Backend::alltoall(const void* in, void* out, std::size_t count, Elem e) {
+  MPI_Alltoall(in, count_of(count), to_mpi(e), out, count_of(count), to_mpi(e), MPI_COMM_WORLD);
+}
+
+void Backend::reduce_scatter_block(const void* in, void* out, std::size_t count, Elem e,
+                                   ReduceOp op) {
+  MPI_Reduce_scatter_block(in, out, count_of(count), to_mpi(e), to_mpi(op), MPI_COMM_WORLD);
+}
+
 double Backend::wtime() { return MPI_Wtime(); }
 
 void Backend::abort(int code) {

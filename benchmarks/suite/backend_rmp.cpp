@@ -1,7 +1,9 @@
 // Benchmark backend over rmp, written only against the public API (include/rmp/rmp.hpp).
 #include <rmp/rmp.hpp>
 
+#include <complex>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -58,6 +60,109 @@ void Backend::waitall() {
 }
 
 void Backend::barrier() { impl_->world.barrier(); }
+
+namespace {
+
+// Calls f(T{}) with the rmp element type behind `e`: one switch per call, outside any loop.
+template <class F>
+void with_elem(Elem e, F&& f) {
+  switch (e) {
+    case Elem::i8:
+      return f(std::int8_t{});
+    case Elem::u8:
+      return f(std::uint8_t{});
+    case Elem::i16:
+      return f(std::int16_t{});
+    case Elem::u16:
+      return f(std::uint16_t{});
+    case Elem::i32:
+      return f(std::int32_t{});
+    case Elem::u32:
+      return f(std::uint32_t{});
+    case Elem::i64:
+      return f(std::int64_t{});
+    case Elem::u64:
+      return f(std::uint64_t{});
+    case Elem::f32:
+      return f(float{});
+    case Elem::f64:
+      return f(double{});
+    case Elem::c32:
+      return f(std::complex<float>{});
+    case Elem::c64:
+      return f(std::complex<double>{});
+  }
+}
+
+rmp::Op to_rmp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return rmp::Op::sum;
+    case ReduceOp::prod:
+      return rmp::Op::prod;
+    case ReduceOp::min:
+      return rmp::Op::min;
+    case ReduceOp::max:
+      return rmp::Op::max;
+    case ReduceOp::land:
+      return rmp::Op::land;
+    case ReduceOp::lor:
+      return rmp::Op::lor;
+    case ReduceOp::band:
+      return rmp::Op::band;
+    case ReduceOp::bor:
+      return rmp::Op::bor;
+    case ReduceOp::bxor:
+      return rmp::Op::bxor;
+  }
+  return rmp::Op::sum;
+}
+
+}  // namespace
+
+void Backend::bcast(void* buf, std::size_t count, Elem e, int root) {
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->world.bcast(static_cast<T*>(buf), count, root);
+  });
+}
+
+void Backend::reduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op, int root) {
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->world.reduce(static_cast<const T*>(in), static_cast<T*>(out), count, to_rmp(op), root);
+  });
+}
+
+void Backend::allreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op) {
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->world.allreduce(static_cast<const T*>(in), static_cast<T*>(out), count, to_rmp(op));
+  });
+}
+
+void Backend::allgather(const void* in, void* out, std::size_t count, Elem e) {
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->world.allgather(static_cast<const T*>(in), count, static_cast<T*>(out));
+  });
+}
+
+void Backend::alltoall(const void* in, void* out, std::size_t count, Elem e) {
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->world.alltoall(static_cast<const T*>(in), count, static_cast<T*>(out));
+  });
+}
+
+void Backend::reduce_scatter_block(const void* in, void* out, std::size_t count, Elem e,
+                                   ReduceOp op) {
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->world.reduce_scatter_block(static_cast<const T*>(in), static_cast<T*>(out), count,
+                                      to_rmp(op));
+  });
+}
 
 double Backend::wtime() { return rmp::wtime(); }
 

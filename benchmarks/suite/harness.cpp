@@ -9,10 +9,74 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
 namespace bench {
+
+// ---- Element types and ops (declared in backend.hpp) ----------------------------------------
+
+namespace {
+
+struct ElemInfo {
+  Elem elem;
+  std::string_view name;
+  std::size_t size;
+};
+// In enum order: indexed by the enum's value.
+constexpr ElemInfo kElems[] = {
+    {Elem::i8, "int8", 1},    {Elem::u8, "uint8", 1},           {Elem::i16, "int16", 2},
+    {Elem::u16, "uint16", 2}, {Elem::i32, "int32", 4},          {Elem::u32, "uint32", 4},
+    {Elem::i64, "int64", 8},  {Elem::u64, "uint64", 8},         {Elem::f32, "float", 4},
+    {Elem::f64, "double", 8}, {Elem::c32, "complex<float>", 8}, {Elem::c64, "complex<double>", 16},
+};
+constexpr std::string_view kOpNames[] = {"sum", "prod", "min", "max", "land",
+                                         "lor", "band", "bor", "bxor"};
+constexpr ReduceOp kOps[] = {ReduceOp::sum,  ReduceOp::prod, ReduceOp::min,
+                             ReduceOp::max,  ReduceOp::land, ReduceOp::lor,
+                             ReduceOp::band, ReduceOp::bor,  ReduceOp::bxor};
+
+constexpr bool elems_in_enum_order() {
+  for (std::size_t i = 0; i < std::size(kElems); ++i) {
+    if (static_cast<std::size_t>(kElems[i].elem) != i) return false;
+  }
+  return true;
+}
+static_assert(elems_in_enum_order(), "kElems must list Elem values in enum order");
+static_assert(std::size(kOpNames) == std::size(kOps) &&
+              static_cast<std::size_t>(ReduceOp::bxor) + 1 == std::size(kOps));
+
+}  // namespace
+
+std::size_t elem_size(Elem e) { return kElems[static_cast<std::size_t>(e)].size; }
+
+std::string_view elem_name(Elem e) { return kElems[static_cast<std::size_t>(e)].name; }
+
+std::string_view reduce_op_name(ReduceOp op) { return kOpNames[static_cast<std::size_t>(op)]; }
+
+bool op_applies(ReduceOp op, Elem e) {
+  const bool complex = e == Elem::c32 || e == Elem::c64;
+  const bool floating = e == Elem::f32 || e == Elem::f64;
+  switch (op) {
+    case ReduceOp::sum:
+    case ReduceOp::prod:
+      return true;
+    case ReduceOp::min:
+    case ReduceOp::max:
+      return !complex;
+    case ReduceOp::land:
+    case ReduceOp::lor:
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor:
+      return !complex && !floating;
+  }
+  return false;
+}
+
+// ---- Harness ------------------------------------------------------------------------------
+
 namespace {
 
 constexpr std::size_t kPage = 4096;
@@ -57,31 +121,70 @@ std::size_t parse_count(std::string_view opt, std::string_view text) {
   return static_cast<std::size_t>(v);
 }
 
-void usage(std::string_view program, const std::vector<Test>& tests) {
+void usage(const SuiteSpec& spec, const std::vector<Test>& tests) {
+  const std::string_view program = spec.program;
   std::printf("usage: %.*s [TEST...] [options]\n\ntests (default: all of them, in this order):\n",
               static_cast<int>(program.size()), program.data());
   for (const Test& t : tests) {
     std::printf("  %-12s %s [%s]\n", t.name.c_str(), t.help.c_str(), t.unit.c_str());
   }
+  const std::string max_text = std::to_string(spec.default_max >> 20) + "M";
   std::printf(
       "\noptions:\n"
-      "  --min BYTES       smallest message (default 1)\n"
-      "  --max BYTES       largest message (default 4M); sizes double from --min\n"
+      "  --min BYTES       smallest message (default %s)\n"
+      "  --max BYTES       largest message (default %s); sizes double from --min\n"
       "  --sizes LIST      comma-separated sizes instead of --min/--max, e.g. 8,4K,1M\n"
       "  --iters N         timed iterations for small messages (larger ones get fewer)\n"
-      "  --warmup N        untimed iterations before timing\n"
-      "  --window W        messages in flight per bandwidth iteration (default 64)\n"
+      "  --warmup N        untimed iterations before timing\n",
+      spec.typed ? "one element" : "1", max_text.c_str());
+  if (!spec.typed) {
+    std::printf("  --window W        messages in flight per bandwidth iteration (default 64)\n");
+  }
+  std::printf(
       "  --cold            use a different buffer region every message, cycling through a\n"
       "                    pool larger than the last-level cache (cold caches)\n"
-      "  --cold-pool BYTES size of each cold pool (default max(2 x LLC, 4 x --max))\n"
+      "  --cold-pool BYTES size of each cold pool (default max(2 x LLC, 4 x --max))\n");
+  if (spec.typed) {
+    std::printf("  --type T          element type (default double), one of\n                   ");
+    for (const ElemInfo& e : kElems) {
+      std::printf(" %.*s", static_cast<int>(e.name.size()), e.name.data());
+    }
+    std::printf("\n  --op OP           reduction (default sum), one of\n                   ");
+    for (const ReduceOp o : kOps) {
+      const std::string_view n = reduce_op_name(o);
+      std::printf(" %.*s", static_cast<int>(n.size()), n.data());
+    }
+    std::printf("\n  --root R          root of bcast and reduce (default 0)\n");
+  }
+  std::printf(
       "  --help            this text\n"
       "BYTES accept K, M, G suffixes (binary). Output: '# ...' comment lines, then one\n"
       "'<test> <bytes> <value>' line per size.\n");
 }
 
-Options parse(int argc, char** argv, const std::vector<Test>& tests, bool& help) {
+Elem parse_elem(std::string_view text) {
+  for (const ElemInfo& e : kElems) {
+    if (e.name == text) return e.elem;
+  }
+  // Short aliases for the long names.
+  if (text == "f64") return Elem::f64;
+  if (text == "f32") return Elem::f32;
+  if (text == "c32" || text == "cfloat") return Elem::c32;
+  if (text == "c64" || text == "cdouble") return Elem::c64;
+  throw UsageError("--type: unknown element type '" + std::string(text) + "' (see --help)");
+}
+
+ReduceOp parse_op(std::string_view text) {
+  for (const ReduceOp o : kOps) {
+    if (reduce_op_name(o) == text) return o;
+  }
+  throw UsageError("--op: unknown reduction '" + std::string(text) + "' (see --help)");
+}
+
+Options parse(int argc, char** argv, const SuiteSpec& spec, const std::vector<Test>& tests,
+              bool& help) {
   Options o;
-  std::size_t min = 1, max = std::size_t{4} << 20;
+  std::size_t min = 0, max = spec.default_max;
   std::vector<std::size_t> list;
   help = false;
   for (int i = 1; i < argc; ++i) {
@@ -110,7 +213,13 @@ Options parse(int argc, char** argv, const std::vector<Test>& tests, bool& help)
     } else if (a == "--warmup") {
       o.warmup = parse_count(a, value());
       o.warmup_set = true;
-    } else if (a == "--window") {
+    } else if (spec.typed && a == "--type") {
+      o.elem = parse_elem(value());
+    } else if (spec.typed && a == "--op") {
+      o.op = parse_op(value());
+    } else if (spec.typed && a == "--root") {
+      o.root = static_cast<int>(std::min<std::size_t>(parse_count(a, value()), 1u << 30));
+    } else if (!spec.typed && a == "--window") {
       o.window = parse_count(a, value());
       if (o.window == 0) throw UsageError("--window must be at least 1");
     } else if (a == "--cold") {
@@ -131,18 +240,30 @@ Options parse(int argc, char** argv, const std::vector<Test>& tests, bool& help)
   if (o.tests.empty()) {
     for (const Test& t : tests) o.tests.push_back(t.name);
   }
+  const std::size_t unit = spec.typed ? elem_size(o.elem) : 1;
+  if (spec.typed && !op_applies(o.op, o.elem)) {
+    throw UsageError("--op " + std::string(reduce_op_name(o.op)) + " does not apply to --type " +
+                     std::string(elem_name(o.elem)));
+  }
   if (!list.empty()) {
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
     o.sizes = list;
   } else {
-    if (min == 0) min = 1;
+    if (min == 0) min = unit;
     if (min > max) throw UsageError("--min is larger than --max");
     if (max > kMaxMessage) throw UsageError("--max: messages above 1 GiB are not supported");
     for (std::size_t s = min; s <= max; s *= 2) o.sizes.push_back(s);
   }
   if (o.sizes.back() > kMaxMessage) {
     throw UsageError("--sizes: messages above 1 GiB are not supported");
+  }
+  for (const std::size_t s : o.sizes) {
+    if (spec.typed && (s == 0 || s % unit != 0)) {
+      throw UsageError("message size " + std::to_string(s) + " is not a positive multiple of " +
+                       std::to_string(unit) + " bytes, the size of one " +
+                       std::string(elem_name(o.elem)));
+    }
   }
   return o;
 }
@@ -223,18 +344,32 @@ bool check_pattern(const std::byte* p, std::size_t n, std::uint32_t seed) {
 }
 
 void report_validation_failure(Backend& b, std::string_view test, std::size_t bytes) {
-  std::fprintf(stderr, "# ERROR rank %d: %.*s %zu B: received data does not match what was sent\n",
-               b.rank(), static_cast<int>(test.size()), test.data(), bytes);
+  report_validation_failure(b, test, bytes, "received data does not match what was sent");
+}
+
+void report_validation_failure(Backend& b, std::string_view test, std::size_t bytes,
+                               std::string_view what) {
+  std::fprintf(stderr, "# ERROR rank %d: %.*s %zu B: %.*s\n", b.rank(),
+               static_cast<int>(test.size()), test.data(), bytes, static_cast<int>(what.size()),
+               what.data());
   g_validation_failed = true;
 }
 
 int run_suite(Backend& b, std::string_view program, const std::vector<Test>& tests, int argc,
               char** argv) {
+  SuiteSpec spec;
+  spec.program = program;
+  return run_suite(b, spec, tests, argc, argv);
+}
+
+int run_suite(Backend& b, const SuiteSpec& spec, const std::vector<Test>& tests, int argc,
+              char** argv) {
+  const std::string_view program = spec.program;
   const bool root = b.rank() == 0;
   Options opt;
   bool help = false;
   try {
-    opt = parse(argc, argv, tests, help);
+    opt = parse(argc, argv, spec, tests, help);
   } catch (const UsageError& e) {
     if (root) {
       std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(),
@@ -243,26 +378,48 @@ int run_suite(Backend& b, std::string_view program, const std::vector<Test>& tes
     return 2;
   }
   if (help) {
-    if (root) usage(program, tests);
+    if (root) usage(spec, tests);
     return 0;
   }
-  if (b.size() != 2) {
+  if (b.size() < spec.min_ranks || (spec.max_ranks > 0 && b.size() > spec.max_ranks)) {
     if (root) {
-      std::fprintf(stderr, "%.*s: needs exactly 2 ranks, got %d\n",
-                   static_cast<int>(program.size()), program.data(), b.size());
+      if (spec.min_ranks == spec.max_ranks) {
+        std::fprintf(stderr, "%.*s: needs exactly %d ranks, got %d\n",
+                     static_cast<int>(program.size()), program.data(), spec.min_ranks, b.size());
+      } else {
+        std::fprintf(stderr, "%.*s: needs at least %d ranks, got %d\n",
+                     static_cast<int>(program.size()), program.data(), spec.min_ranks, b.size());
+      }
+    }
+    return 2;
+  }
+  if (spec.typed && (opt.root < 0 || opt.root >= b.size())) {
+    if (root) {
+      std::fprintf(stderr, "%.*s: --root %d is not a rank of this %d-rank job\n",
+                   static_cast<int>(program.size()), program.data(), opt.root, b.size());
     }
     return 2;
   }
 
-  BufferPool sbuf(opt.sizes.back(), opt.cold, opt.cold_pool);
-  BufferPool rbuf(opt.sizes.back(), opt.cold, opt.cold_pool);
+  const std::size_t per_pool =
+      opt.sizes.back() * (spec.pools_per_rank ? static_cast<std::size_t>(b.size()) : 1);
+  BufferPool sbuf(per_pool, opt.cold, opt.cold_pool);
+  BufferPool rbuf(per_pool, opt.cold, opt.cold_pool);
   Context ctx{b, opt, sbuf, rbuf};
   b.reserve(opt.window + 1);
+  if (spec.prepare) spec.prepare(ctx);
 
   if (root) {
-    std::printf("# %.*s backend=%s ranks=%d cold=%d pool_bytes=%zu llc_bytes=%zu window=%zu\n",
+    std::printf("# %.*s backend=%s ranks=%d cold=%d pool_bytes=%zu llc_bytes=%zu",
                 static_cast<int>(program.size()), program.data(), Backend::name(), b.size(),
-                opt.cold ? 1 : 0, sbuf.bytes(), llc_bytes(), opt.window);
+                opt.cold ? 1 : 0, sbuf.bytes(), llc_bytes());
+    if (spec.typed) {
+      const std::string_view e = elem_name(opt.elem), o = reduce_op_name(opt.op);
+      std::printf(" type=%.*s op=%.*s root=%d\n", static_cast<int>(e.size()), e.data(),
+                  static_cast<int>(o.size()), o.data(), opt.root);
+    } else {
+      std::printf(" window=%zu\n", opt.window);
+    }
   }
   for (const std::string& name : opt.tests) {
     const Test& t =
@@ -278,6 +435,15 @@ int run_suite(Backend& b, std::string_view program, const std::vector<Test>& tes
                   t.name.c_str(), t.unit.c_str(), pol.base, pol.large_threshold, pol.min_large,
                   pol.warmup);
       std::fflush(stdout);
+    }
+    if (t.sizeless) {
+      b.barrier();
+      const double v = t.run(ctx, 0, pol.base, pol.warmup);
+      if (root) {
+        std::printf("%s 0 %.3f\n", t.name.c_str(), v);
+        std::fflush(stdout);
+      }
+      continue;
     }
     for (const std::size_t bytes : opt.sizes) {
       b.barrier();

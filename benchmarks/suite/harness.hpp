@@ -1,7 +1,7 @@
 // The shared harness of the benchmark suite: command line, message-size sweep, iteration
 // policy, hot/cold buffer pools and the machine-readable output. Every benchmark program
-// (pt2pt today; collectives later) is a main() that registers its tests here and runs them
-// over whichever Backend it was linked with.
+// (pt2pt, coll) is a main() that registers its tests here and runs them over whichever
+// Backend it was linked with.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +36,10 @@ struct Options {
   std::size_t window = 64;    // bandwidth: messages in flight per iteration
   bool cold = false;          // cycle through a pool larger than the LLC
   std::size_t cold_pool = 0;  // bytes per pool; 0: derived from the LLC size
+  // Typed programs only (SuiteSpec::typed): element type, reduction op, root rank.
+  Elem elem = Elem::f64;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
 };
 
 class BufferPool;
@@ -57,6 +61,23 @@ struct Test {
   std::string help;
   IterPolicy policy;
   std::function<double(Context&, std::size_t bytes, std::size_t iters, std::size_t warmup)> run;
+  // Measured once, not per size (barrier): printed as "<test> 0 <value>".
+  bool sizeless = false;
+};
+
+// What a benchmark program needs from the harness beyond its tests.
+struct SuiteSpec {
+  std::string_view program;  // "bench_pt2pt", "bench_coll"
+  int min_ranks = 2;
+  int max_ranks = 2;  // 0: no upper limit
+  // Accepts --type, --op and --root; sizes must be multiples of the element size, and the
+  // default sweep starts at one element.
+  bool typed = false;
+  std::size_t default_max = std::size_t{4} << 20;
+  // Buffer pools hold size() messages (allgather, alltoall, reduce_scatter_block).
+  bool pools_per_rank = false;
+  // Called once after the pools exist, before any test (e.g. fills them with benign values).
+  std::function<void(Context&)> prepare;
 };
 
 // A buffer of `pool_bytes` pre-faulted bytes, page aligned. Hot: region(i, n) is always the
@@ -90,8 +111,14 @@ bool check_pattern(const std::byte* p, std::size_t n, std::uint32_t seed);
 // Returns the process exit status: 0, 1 on a validation failure, 2 on a usage error.
 int run_suite(Backend& b, std::string_view program, const std::vector<Test>& tests, int argc,
               char** argv);
+// The same for any program: rank range, typed options and pool sizing from `spec`.
+int run_suite(Backend& b, const SuiteSpec& spec, const std::vector<Test>& tests, int argc,
+              char** argv);
 
 // Set by a test when the validation exchange found wrong bytes.
 void report_validation_failure(Backend& b, std::string_view test, std::size_t bytes);
+// The same with the test's own explanation (element index, expected and actual value...).
+void report_validation_failure(Backend& b, std::string_view test, std::size_t bytes,
+                               std::string_view what);
 
 }  // namespace bench
