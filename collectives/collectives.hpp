@@ -2,9 +2,10 @@
 // of the communicator calls them in the same order). Buffers are raw bytes of `esize`-byte
 // elements of type `t`; arguments were validated by the API layer.
 //
-// These are the baseline algorithms (dissemination barrier, binomial trees, linear and
-// pairwise exchanges): correct at every size and rank count. The collectives issue adds the
-// tuned algorithms and the cost-model selection beside them.
+// Each call picks one of several algorithms (select.hpp: α–β cost formulas, or
+// RMP_<COLL>_ALGO) and runs it (dispatch.cpp; the algorithms: algorithms.hpp, one file per
+// collective or algorithm; docs/algorithms.md). Every algorithm is correct at every rank
+// count and size, and reductions give bit-identical results on every rank.
 #pragma once
 
 #include <cstddef>
@@ -39,8 +40,8 @@ void allgatherv(const CommImpl& c, const void* in, std::size_t count, void* out,
 void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes);
 void alltoallv(const CommImpl& c, const void* in, sizes scounts, sizes sdispls, void* out,
                sizes rcounts, sizes rdispls, std::size_t esize);
-void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts,
-                    std::size_t esize, Type t, Op op);
+void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, std::size_t esize,
+                    Type t, Op op);
 void scan(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
           Type t, Op op, bool exclusive);
 

@@ -65,19 +65,32 @@ NodeShared* node_shared(const detail::CommImpl& c) {
   // One-node jobs only for now: then every communicator is node-local. (With several nodes
   // the members' node ids must be compared first: the multi-node work adds that.)
   if (c.size() < 2 || ctx.id().local_size != ctx.id().size) return nullptr;
-  const std::string key = "c" + std::to_string(c.base_context());
+  // The groups of one split share a context id; member 0's world rank tells them apart.
+  const std::string key =
+      "c" + std::to_string(c.base_context()) + "-" + std::to_string(c.world_rank(0));
   const std::size_t bytes = kStride * static_cast<std::size_t>(c.size());
   detail::Engine& e = c.engine();
   std::unique_ptr<rt::NodeSegment> seg;
-  // Rank 0 creates the segment, then tells the others to map it.
+  // Rank 0 creates the segment, then tells the others whether they can map it: a failure
+  // there becomes an error on every member instead of a hang.
+  std::uint8_t ok = 1;
   if (c.rank() == 0) {
-    seg = rt::NodeSegment::create(ctx, key, bytes, c.size());
+    std::string why;
+    try {
+      seg = rt::NodeSegment::create(ctx, key, bytes, c.size());
+    } catch (const Error& err) {
+      ok = 0;
+      why = err.what();
+    }
     std::vector<detail::RequestState*> rs;
     for (int r = 1; r < c.size(); ++r)
-      rs.push_back(e.isend(c, p2p::Channel::collective, nullptr, 0, r, kSetupTag, false));
+      rs.push_back(e.isend(c, p2p::Channel::collective, &ok, 1, r, kSetupTag, false));
     for (auto* r : rs) e.wait(r);
+    if (!ok) throw Error(Errc::transport, "collectives: " + why);
   } else {
-    e.wait(e.irecv(c, p2p::Channel::collective, nullptr, 0, 0, kSetupTag));
+    e.wait(e.irecv(c, p2p::Channel::collective, &ok, 1, 0, kSetupTag));
+    if (!ok)
+      throw Error(Errc::transport, "collectives: rank 0 could not create the node segment " + key);
     seg = rt::NodeSegment::open(ctx, key, c.size());
   }
   auto ns = std::make_shared<NodeShared>(std::move(seg));

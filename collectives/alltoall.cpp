@@ -1,0 +1,95 @@
+// Alltoall(v): pairwise exchange (p − 1 rounds, each rank sending straight to its partner of
+// the round: large messages) and Bruck (⌈log2 p⌉ rounds; in round d every rank forwards, to
+// the rank d ahead, the blocks whose rotated index has bit d set: small messages). In
+// alltoallv a rank cannot know the sizes of the blocks it forwards for others, so Bruck's
+// rounds carry a header with them.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms.hpp"
+
+namespace rmp::coll {
+namespace {
+
+[[noreturn]] void block_too_long(int from, std::size_t got, std::size_t room) {
+  throw Error(Errc::truncate, "alltoallv: the block from rank " + std::to_string(from) + " has " +
+                                  std::to_string(got) + " bytes, the receive count allows " +
+                                  std::to_string(room));
+}
+
+}  // namespace
+
+void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void* out,
+                       const Layout& rl) {
+  const int n = c.size(), r = c.rank();
+  // In place, blocks received early would overwrite blocks still to be sent: send from a copy.
+  std::vector<std::byte> staged;
+  if (!in) {
+    staged.assign(static_cast<const std::byte*>(out),
+                  static_cast<const std::byte*>(out) + rl.bytes(0, n));
+    in = staged.data();
+  }
+  if (sl.size(r) > rl.size(r)) block_too_long(r, sl.size(r), rl.size(r));
+  copy_bytes(at(out, rl.offset(r)), at(in, sl.offset(r)), sl.size(r));
+  for (int k = 1; k < n; ++k) {
+    const int to = (r + k) % n, from = (r - k + n) % n;
+    exchange(c, at(in, sl.offset(to)), sl.size(to), to, at(out, rl.offset(from)), rl.size(from),
+             from, kAlltoall);
+  }
+}
+
+void alltoall_bruck(const CommImpl& c, const void* in, const Layout& sl, void* out,
+                    const Layout& rl, bool sizes_known) {
+  const int n = c.size(), r = c.rank();
+  const void* src = in ? in : out;  // in place: `out` is read until the final copies
+  // Position j holds a block travelling towards rank r + j (initially this rank's block for
+  // it); after the rounds it holds the block rank r − j sent to this rank. Blocks stay where
+  // they arrived (in `kept`) and are copied once, at the end.
+  struct Piece {
+    const std::byte* data;
+    std::size_t bytes;
+  };
+  std::vector<Piece> pos(static_cast<std::size_t>(n));
+  for (int j = 0; j < n; ++j) pos[j] = {at(src, sl.offset((r + j) % n)), sl.size((r + j) % n)};
+  std::vector<std::unique_ptr<std::byte[]>> kept;
+  std::vector<int> idx;
+  std::vector<std::uint64_t> out_sizes, in_sizes;
+  std::vector<std::byte> sendbuf;
+  for (int d = 1; d < n; d <<= 1) {
+    idx.clear();
+    for (int j = d; j < n; ++j)
+      if (j & d) idx.push_back(j);
+    const int to = (r + d) % n, from = (r - d + n) % n;
+    out_sizes.clear();
+    for (int j : idx) out_sizes.push_back(pos[j].bytes);
+    in_sizes.assign(idx.size(), rl.size(0));  // sizes known: every block has the same size
+    if (!sizes_known)
+      sendrecv(c, out_sizes.data(), out_sizes.size() * sizeof(std::uint64_t), to, in_sizes.data(),
+               in_sizes.size() * sizeof(std::uint64_t), from, kSizes);
+    std::size_t sbytes = 0, rbytes = 0;
+    for (std::uint64_t s : out_sizes) sbytes += s;
+    for (std::uint64_t s : in_sizes) rbytes += s;
+    sendbuf.resize(sbytes);
+    std::byte* p = sendbuf.data();
+    for (int j : idx) {
+      copy_bytes(p, pos[j].data, pos[j].bytes);
+      p += pos[j].bytes;
+    }
+    auto& got = kept.emplace_back(std::make_unique_for_overwrite<std::byte[]>(rbytes));
+    exchange(c, sendbuf.data(), sbytes, to, got.get(), rbytes, from, kAlltoall);
+    const std::byte* q = got.get();
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      pos[idx[i]] = {q, in_sizes[i]};
+      q += in_sizes[i];
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    const int from = (r - j + n) % n;
+    if (pos[j].bytes > rl.size(from)) block_too_long(from, pos[j].bytes, rl.size(from));
+    copy_bytes(at(out, rl.offset(from)), pos[j].data, pos[j].bytes);
+  }
+}
+
+}  // namespace rmp::coll

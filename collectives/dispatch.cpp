@@ -1,0 +1,186 @@
+// The collectives of collectives.hpp: each picks its algorithm for this call (select.hpp)
+// and runs it. Barrier and allreduce also have the node-shared paths of node_shared.hpp.
+#include "collectives/algorithms.hpp"
+#include "collectives/collectives.hpp"
+#include "collectives/node_shared.hpp"
+#include "collectives/select.hpp"
+
+namespace rmp::coll {
+
+void barrier(const CommImpl& c) {
+  NodeShared* ns = may_use_node_shared(Coll::barrier) ? node_shared(c) : nullptr;
+  switch (choose<BarrierAlgo>(Coll::barrier, c, 0, ns != nullptr)) {
+    case BarrierAlgo::dissemination:
+      return barrier_dissemination(c);
+    case BarrierAlgo::shm:
+      return shm_barrier(c, *ns);
+  }
+}
+
+void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
+  switch (choose<BcastAlgo>(Coll::bcast, c, bytes)) {
+    case BcastAlgo::binomial:
+      return bcast_binomial(c, buf, bytes, root);
+    case BcastAlgo::scatter_allgather:
+      return bcast_scatter_allgather(c, buf, bytes, root);
+    case BcastAlgo::pipeline:
+      return bcast_pipeline(c, buf, bytes, root);
+  }
+}
+
+void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
+            Type t, Op op, int root) {
+  switch (choose<ReduceAlgo>(Coll::reduce, c, count * esize)) {
+    case ReduceAlgo::binomial:
+      return reduce_binomial(c, in, out, count, esize, t, op, root);
+    case ReduceAlgo::rabenseifner:
+      return reduce_rabenseifner(c, in, out, count, esize, t, op, root);
+  }
+}
+
+void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
+               Type t, Op op) {
+  const std::size_t bytes = count * esize;
+  // Every rank evaluates the same condition, so the segment is created collectively.
+  NodeShared* ns = bytes <= shm_allreduce_max_bytes() && may_use_node_shared(Coll::allreduce)
+                       ? node_shared(c)
+                       : nullptr;
+  switch (choose<AllreduceAlgo>(Coll::allreduce, c, bytes, ns != nullptr)) {
+    case AllreduceAlgo::recursive_doubling:
+      return allreduce_recursive_doubling(c, in, out, count, esize, t, op);
+    case AllreduceAlgo::rabenseifner:
+      return allreduce_rabenseifner(c, in, out, count, esize, t, op);
+    case AllreduceAlgo::ring:
+      return allreduce_ring(c, in, out, count, esize, t, op);
+    case AllreduceAlgo::shm:
+      return shm_allreduce(c, *ns, in, out, count, esize, t, op);
+  }
+}
+
+void gather(const CommImpl& c, const void* in, void* out, std::size_t bytes, int root) {
+  const Layout all = Layout::uniform(bytes);
+  const std::size_t total = bytes * static_cast<std::size_t>(c.size());
+  switch (choose<RootedAlgo>(Coll::gather, c, total)) {
+    case RootedAlgo::binomial:
+      return gather_binomial(c, in, bytes, out, all, true, root);
+    case RootedAlgo::linear:
+      return gather_linear(c, in, bytes, out, all, root);
+  }
+}
+
+void gatherv(const CommImpl& c, const void* in, std::size_t count, void* out, sizes counts,
+             sizes displs, std::size_t esize, int root) {
+  const Layout all(counts, displs, esize);  // read at the root only
+  // Non-roots do not know the other ranks' counts: the choice depends on the size only.
+  switch (choose<RootedAlgo>(Coll::gatherv, c, 0)) {
+    case RootedAlgo::binomial:
+      return gather_binomial(c, in, count * esize, out, all, false, root);
+    case RootedAlgo::linear:
+      return gather_linear(c, in, count * esize, out, all, root);
+  }
+}
+
+void scatter(const CommImpl& c, const void* in, void* out, std::size_t bytes, int root) {
+  const Layout all = Layout::uniform(bytes);
+  const std::size_t total = bytes * static_cast<std::size_t>(c.size());
+  switch (choose<RootedAlgo>(Coll::scatter, c, total)) {
+    case RootedAlgo::binomial:
+      return scatter_binomial(c, in, all, out, bytes, true, root);
+    case RootedAlgo::linear:
+      return scatter_linear(c, in, all, out, bytes, root);
+  }
+}
+
+void scatterv(const CommImpl& c, const void* in, sizes counts, sizes displs, void* out,
+              std::size_t count, std::size_t esize, int root) {
+  const Layout all(counts, displs, esize);  // read at the root only
+  switch (choose<RootedAlgo>(Coll::scatterv, c, 0)) {
+    case RootedAlgo::binomial:
+      return scatter_binomial(c, in, all, out, count * esize, false, root);
+    case RootedAlgo::linear:
+      return scatter_linear(c, in, all, out, count * esize, root);
+  }
+}
+
+namespace {
+
+void allgather_with(AllgatherAlgo a, const CommImpl& c, const void* in, void* out,
+                    const Layout& l) {
+  switch (a) {
+    case AllgatherAlgo::recursive_doubling:
+      return allgather_recursive_doubling(c, in, out, l);
+    case AllgatherAlgo::bruck:
+      return allgather_bruck(c, in, out, l);
+    case AllgatherAlgo::ring:
+      return allgather_ring(c, in, out, l);
+  }
+}
+
+}  // namespace
+
+void allgather(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
+  const std::size_t total = bytes * static_cast<std::size_t>(c.size());
+  allgather_with(choose<AllgatherAlgo>(Coll::allgather, c, total), c, in, out,
+                 Layout::uniform(bytes));
+}
+
+void allgatherv(const CommImpl& c, const void* in, std::size_t, void* out, sizes counts,
+                sizes displs, std::size_t esize) {
+  std::size_t total = 0;  // counts are the same on every rank (displs need not be)
+  for (int i = 0; i < c.size(); ++i) total += counts[static_cast<std::size_t>(i)];
+  allgather_with(choose<AllgatherAlgo>(Coll::allgatherv, c, total * esize), c, in, out,
+                 Layout(counts, displs, esize));
+}
+
+void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
+  const Layout l = Layout::uniform(bytes);
+  const std::size_t total = bytes * static_cast<std::size_t>(c.size());
+  switch (choose<AlltoallAlgo>(Coll::alltoall, c, total)) {
+    case AlltoallAlgo::pairwise:
+      return alltoall_pairwise(c, in, l, out, l);
+    case AlltoallAlgo::bruck:
+      return alltoall_bruck(c, in, l, out, l, true);
+  }
+}
+
+void alltoallv(const CommImpl& c, const void* in, sizes scounts, sizes sdispls, void* out,
+               sizes rcounts, sizes rdispls, std::size_t esize) {
+  const Layout sl(scounts, sdispls, esize), rl(rcounts, rdispls, esize);
+  switch (choose<AlltoallAlgo>(Coll::alltoallv, c, 0)) {
+    case AlltoallAlgo::pairwise:
+      return alltoall_pairwise(c, in, sl, out, rl);
+    case AlltoallAlgo::bruck:
+      return alltoall_bruck(c, in, sl, out, rl, false);
+  }
+}
+
+void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, std::size_t esize,
+                    Type t, Op op) {
+  // The API's reduce_scatter_block arrives here with equal counts; it has its own
+  // RMP_REDUCE_SCATTER_BLOCK_ALGO.
+  std::size_t total = 0;
+  bool equal = true;
+  for (int i = 0; i < c.size(); ++i) {
+    total += counts[static_cast<std::size_t>(i)];
+    equal = equal && counts[static_cast<std::size_t>(i)] == counts[0];
+  }
+  const Coll k = equal ? Coll::reduce_scatter_block : Coll::reduce_scatter;
+  switch (choose<ReduceScatterAlgo>(k, c, total * esize)) {
+    case ReduceScatterAlgo::recursive_halving:
+      return reduce_scatter_recursive_halving(c, in, out, counts, esize, t, op);
+    case ReduceScatterAlgo::ring:
+      return reduce_scatter_ring(c, in, out, counts, esize, t, op);
+  }
+}
+
+void scan(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
+          Type t, Op op, bool exclusive) {
+  switch (choose<ScanAlgo>(exclusive ? Coll::exscan : Coll::scan, c, count * esize)) {
+    case ScanAlgo::recursive_doubling:
+      return scan_recursive_doubling(c, in, out, count, esize, t, op, exclusive);
+    case ScanAlgo::chain:
+      return scan_chain(c, in, out, count, esize, t, op, exclusive);
+  }
+}
+
+}  // namespace rmp::coll

@@ -1,0 +1,85 @@
+// Scatter and scatterv: binomial tree (⌈log2 p⌉ rounds, for many ranks) and linear (the root
+// sends to every rank). In scatterv only the root knows the counts, so on the binomial tree a
+// subtree of more than one rank first receives a header with its blocks' sizes (a single rank
+// knows its own count).
+#include <cstdint>
+#include <vector>
+
+#include "collectives/algorithms.hpp"
+
+namespace rmp::coll {
+
+void scatter_linear(const CommImpl& c, const void* in, const Layout& all, void* out,
+                    std::size_t bytes, int root) {
+  const int n = c.size(), r = c.rank();
+  if (r != root) {
+    if (bytes) recv(c, out, bytes, root, kScatter);
+    return;
+  }
+  Requests rs(c);
+  for (int i = 0; i < n; ++i)
+    if (i != root && all.size(i)) rs.add(isend(c, at(in, all.offset(i)), all.size(i), i, kScatter));
+  copy_bytes(out, at(in, all.offset(root)), all.size(root));
+  rs.wait_all();
+}
+
+void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void* out,
+                      std::size_t bytes, bool sizes_known, int root) {
+  const int n = c.size(), vr = rel(c.rank(), root, n);
+  const int sz = subtree_size(vr, n);
+  // Sizes of this subtree's blocks in relative order, and where they are: in `in` at the
+  // root, packed in a scratch buffer elsewhere.
+  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(sz), bytes);
+  std::vector<std::byte> held;
+  if (vr == 0) {
+    for (int j = 0; j < n; ++j) sizes[static_cast<std::size_t>(j)] = all.size(abs_rank(j, root, n));
+  } else {
+    const int parent = abs_rank(vr - lowbit(vr), root, n);
+    if (sz == 1) {  // a leaf knows its count: its block goes straight to `out`
+      if (bytes) recv(c, out, bytes, parent, kScatter);
+      return;
+    }
+    if (!sizes_known) recv(c, sizes.data(), sizes.size() * sizeof(std::uint64_t), parent, kSizes);
+    std::size_t total = 0;
+    for (std::uint64_t s : sizes) total += s;
+    held.resize(total);
+    if (total) recv(c, held.data(), total, parent, kScatter);
+  }
+  // Offsets of the blocks in `held` (non-root).
+  std::vector<std::size_t> off(static_cast<std::size_t>(sz) + 1, 0);
+  for (int j = 0; j < sz; ++j) off[j + 1] = off[j] + sizes[static_cast<std::size_t>(j)];
+
+  // Children from the largest subtree down, so that the deepest branch starts first.
+  // Root: subtrees that are not one piece of `in` (moving the outer vector keeps each buffer).
+  std::vector<std::vector<std::byte>> packed;
+  Requests rs(c);
+  for (int mask = vr != 0 ? lowbit(vr) >> 1 : floor_pow2(n - 1); mask > 0; mask >>= 1) {
+    const int ch = vr + mask;
+    if (ch >= n) continue;
+    const int k = subtree_size(ch, n), dest = abs_rank(ch, root, n);
+    const std::size_t a = static_cast<std::size_t>(ch - vr);
+    if (!sizes_known && k > 1)
+      rs.add(
+          isend(c, &sizes[a], static_cast<std::size_t>(k) * sizeof(std::uint64_t), dest, kSizes));
+    const std::size_t len = off[a + static_cast<std::size_t>(k)] - off[a];
+    if (!len) continue;
+    if (vr != 0) {
+      rs.add(isend(c, held.data() + off[a], len, dest, kScatter));
+    } else if (dest + k <= n && all.contiguous(dest, dest + k)) {
+      rs.add(isend(c, at(in, all.offset(dest)), len, dest, kScatter));
+    } else {
+      std::vector<std::byte>& p = packed.emplace_back(len);
+      std::byte* q = p.data();
+      for (int j = 0; j < k; ++j) {
+        const int b = abs_rank(ch + j, root, n);
+        copy_bytes(q, at(in, all.offset(b)), all.size(b));
+        q += all.size(b);
+      }
+      rs.add(isend(c, p.data(), len, dest, kScatter));
+    }
+  }
+  copy_bytes(out, vr == 0 ? at(in, all.offset(root)) : held.data(), sizes[0]);
+  rs.wait_all();
+}
+
+}  // namespace rmp::coll

@@ -1,0 +1,118 @@
+// Algorithm selection: for every collective, the algorithms that implement it, their α–β–γ
+// cost formulas (docs/algorithms.md states the same formulas), and the per-call choice — the
+// cheapest by the formulas, or the one RMP_<COLL>_ALGO forces. The choice uses only values
+// every rank of a communicator shares (its size, the message size, the job's parameters), so
+// every rank picks the same algorithm.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "collectives/collectives.hpp"
+
+namespace rmp::rt {
+struct Params;
+}
+
+namespace rmp::coll {
+
+enum class Coll : std::uint8_t {
+  barrier,
+  bcast,
+  reduce,
+  allreduce,
+  gather,
+  gatherv,
+  scatter,
+  scatterv,
+  allgather,
+  allgatherv,
+  alltoall,
+  alltoallv,
+  reduce_scatter,
+  reduce_scatter_block,
+  scan,
+  exscan,
+};
+inline constexpr std::size_t kCollCount = 16;
+
+// Algorithms of each collective, in table order (the order of their names below; on equal
+// cost the first one wins).
+// `shm`: the node-shared paths of node_shared.hpp (flag barrier, small allreduce through the
+// node's shared segment). They replace messages by cache-line writes and reads, which the
+// α–β model (α from p2p's link_rtt_us) cannot price, so they have no formula: they are taken
+// whenever the call can use them (a node-local communicator, a payload that fits the
+// segment) unless RMP_<COLL>_ALGO forces another algorithm.
+enum class BarrierAlgo : std::uint8_t { dissemination, shm };
+enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline };
+enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner };
+enum class AllreduceAlgo : std::uint8_t { recursive_doubling, rabenseifner, ring, shm };
+enum class RootedAlgo : std::uint8_t { binomial, linear };  // gather(v), scatter(v)
+enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring };
+enum class AlltoallAlgo : std::uint8_t { pairwise, bruck };
+enum class ReduceScatterAlgo : std::uint8_t { recursive_halving, ring };
+enum class ScanAlgo : std::uint8_t { recursive_doubling, chain };
+
+const char* coll_name(Coll k);                         // "allreduce"
+std::string algo_env_name(Coll k);                     // "RMP_ALLREDUCE_ALGO"
+std::span<const std::string_view> algo_names(Coll k);  // table order
+
+// The machine as the formulas see it (seconds, bytes).
+struct CostModel {
+  double alpha = 0;    // per message: one-way latency, × ranks per core when oversubscribed
+  double beta = 0;     // per byte sent from one rank to another (1 / link_bw)
+  double gamma = 0;    // per byte combined by a reduction (1 / copy_bw: one pass over memory)
+  double delta = 0;    // per byte copied locally (1 / copy_bw)
+  double segment = 1;  // bytes per segment of the pipelined algorithms (fragment_size)
+};
+// α = link_rtt_us / 2 × max(1, ranks_per_core); β = 1 / link_bw; γ = δ = 1 / copy_bw.
+CostModel cost_model(const rt::Params& p, double ranks_per_core);
+// The model of the communicator's job: ranks per core = local ranks / cores when the
+// runtime says the node is oversubscribed, else 1.
+CostModel cost_model(const CommImpl& c);
+
+// Predicted time in seconds of algorithm `algo` (an index into algo_names(k)) of collective k
+// on p ranks moving `bytes` (what "bytes" is per collective: docs/algorithms.md); NaN for an
+// algorithm without a formula (`shm`).
+double predicted_time(Coll k, int algo, const CostModel& m, int p, double bytes);
+// Index of collective k's node-shared algorithm, or -1 when it has none.
+int node_shared_algo(Coll k);
+
+// Collectives whose message sizes not every rank knows (gatherv, scatterv, alltoallv) are
+// chosen from p alone: the algorithm whose worst case over all sizes, relative to the best
+// algorithm at that size, is smallest (evaluated at the two ends, bytes → 0 and → ∞, between
+// which every formula is monotonic in its ratio).
+bool size_known_everywhere(Coll k);
+
+// Index of the algorithm the formulas pick (bytes ignored where !size_known_everywhere(k)),
+// or the node-shared one when `node_shared` says this call can use it.
+int cheapest(Coll k, const CostModel& m, int p, double bytes, bool node_shared = false);
+
+// RMP_<COLL>_ALGO, read from the environment once per process (a collective must not scan
+// the environment on every call): the forced algorithm's index, or -1. An unknown name
+// throws rmp::Error(Errc::invalid_argument) naming the variable, the value and the valid
+// names. reduce_scatter_block falls back to RMP_REDUCE_SCATTER_ALGO when its own is unset.
+int forced(Coll k);
+// Re-reads the environment (tests that set RMP_<COLL>_ALGO between runs; call it while no
+// collective is running).
+void reload_forced_algorithms();
+
+// The per-call choice: forced, else cheapest. A forced `shm` that this call cannot use
+// (`node_shared` false: not node-local, or the payload does not fit) falls back to the
+// formulas.
+int select(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared = false);
+
+template <class Algo>
+Algo choose(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared = false) {
+  return static_cast<Algo>(select(k, c, bytes, node_shared));
+}
+
+// Whether a call of k may use the node-shared path, so that the caller creates the
+// communicator's segment (a collective step) only then: not when another algorithm is forced.
+bool may_use_node_shared(Coll k);
+
+}  // namespace rmp::coll

@@ -1,0 +1,148 @@
+// Communicators and collectives across processes: split orders ranks by key then old rank,
+// undefined gives an invalid Comm, trees of split and dup run collectives at every level,
+// collectives of several communicators interleave without matching each other (also while a
+// non-blocking collective is outstanding), and context ids stay agreed over many dups.
+#include "harness.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+using namespace itest;
+using rmp::Op;
+
+// World ranks of a communicator's members, in its rank order.
+std::vector<int> members(const rmp::Comm& c) {
+  const int me = rank();
+  std::vector<int> all(static_cast<std::size_t>(c.size()));
+  c.allgather(&me, 1, all.data());
+  return all;
+}
+
+// Expected members of the split of world with colour(r), key(r): ordered by key, then old rank.
+template <class Color, class Key>
+std::vector<int> expected_split(Color color, Key key) {
+  std::vector<int> v;
+  for (int r = 0; r < size(); ++r)
+    if (color(r) == color(rank())) v.push_back(r);
+  std::stable_sort(v.begin(), v.end(), [&](int a, int b) { return key(a) < key(b); });
+  return v;
+}
+
+// Sum of world ranks over c, through allreduce, checked against its members.
+void check_allreduce(const rmp::Comm& c, const char* what) {
+  const auto m = members(c);
+  const long want = std::accumulate(m.begin(), m.end(), 0L);
+  long mine = rank(), got = -1;
+  c.allreduce(&mine, &got, 1, Op::sum);
+  EXPECT_EQ(got, want) << what;
+}
+
+}  // namespace
+
+TEST(CollComm, Split_OrdersByKeyThenOldRank) {
+  const rmp::Comm& w = rmp::world();
+  auto color = [](int r) { return r % 2; };
+  auto key = [](int r) { return -(r / 3); };  // descending in thirds, ties by old rank
+  const rmp::Comm c = w.split(color(rank()), key(rank()));
+  ASSERT_TRUE(c.valid());
+  const auto want = expected_split(color, key);
+  EXPECT_EQ(c.size(), static_cast<int>(want.size()));
+  EXPECT_EQ(members(c), want);
+  EXPECT_EQ(want[static_cast<std::size_t>(c.rank())], rank());
+  // Same key everywhere: old rank order.
+  const rmp::Comm same = w.split(0, 5);
+  EXPECT_EQ(same.rank(), rank());
+  EXPECT_EQ(same.size(), size());
+}
+
+TEST(CollComm, SplitUndefined_InvalidCommThatThrowsInvalidComm) {
+  const rmp::Comm& w = rmp::world();
+  const bool out = rank() % 2 == 1;
+  const rmp::Comm c = w.split(out ? rmp::undefined : 0, 0);
+  EXPECT_EQ(c.valid(), !out);
+  if (out) {
+    expect_error([&] { c.barrier(); }, rmp::Errc::invalid_comm, {"barrier"},
+                 "barrier on split(undefined)");
+    expect_error([&] { (void)c.size(); }, rmp::Errc::invalid_comm, {"size"},
+                 "size on split(undefined)");
+  } else {
+    EXPECT_EQ(c.size(), (size() + 1) / 2);
+    check_allreduce(c, "even ranks");
+  }
+}
+
+TEST(CollComm, SplitAndDupTrees_CollectivesOnEveryLevel) {
+  const rmp::Comm& w = rmp::world();
+  const rmp::Comm d = w.dup();
+  const rmp::Comm half = d.split(rank() < size() / 2 ? 0 : 1, size() - rank());
+  const rmp::Comm quarter = half.split(half.rank() % 2, 0);
+  const rmp::Comm qdup = quarter.dup();
+  // Bottom up and top down, so a level's traffic meets its parent's.
+  for (const rmp::Comm* c : {&qdup, &quarter, &half, &d, &w, &half, &qdup})
+    check_allreduce(*c, "tree level");
+  for (const rmp::Comm* c : {&w, &d, &half, &quarter, &qdup}) {
+    const int root = c->size() - 1;
+    std::vector<int> v(3000, c->rank() == root ? rank() : -1);
+    c->bcast(v.data(), v.size(), root);
+    EXPECT_EQ(v.front(), members(*c)[static_cast<std::size_t>(root)]);
+    EXPECT_EQ(v.back(), v.front());
+    c->barrier();
+  }
+}
+
+TEST(CollComm, InterleavedCommunicators_NeverMatchEachOther) {
+  const rmp::Comm& w = rmp::world();
+  const rmp::Comm a = w.dup();
+  const rmp::Comm b = w.split(0, size() - rank());  // reversed order
+  const rmp::Comm c = w.split(rank() % 2, rank());
+  for (int round = 0; round < 12; ++round) {
+    const std::size_t n = round % 3 == 0 ? 40000 : 3 + static_cast<std::size_t>(round);
+    // Same sizes and tags on every communicator in turn: only the context keeps them apart.
+    std::vector<double> x(n, rank()), ya(n), yb(n);
+    a.allreduce(x.data(), ya.data(), n, Op::max);
+    b.allreduce(x.data(), yb.data(), n, Op::min);
+    std::vector<int> bc(n, b.rank() == 0 ? round : -1);
+    b.bcast(bc.data(), n, 0);
+    const auto cm = members(c);
+    std::vector<int> g(n * static_cast<std::size_t>(c.size()));
+    std::vector<int> mine(n, rank());
+    c.allgather(mine.data(), n, g.data());
+    a.barrier();
+    EXPECT_EQ(ya.back(), size() - 1);
+    EXPECT_EQ(yb.back(), 0);
+    EXPECT_EQ(bc.back(), round);
+    for (int r = 0; r < c.size(); ++r)
+      EXPECT_EQ(g[static_cast<std::size_t>(r) * n], cm[static_cast<std::size_t>(r)]);
+  }
+}
+
+TEST(CollComm, BlockingCollectives_WhileANonBlockingOneIsOutstanding) {
+  const rmp::Comm& w = rmp::world();
+  const std::size_t n = 50000;
+  std::vector<double> x(n, 1.0), y(n, 0);
+  rmp::Request r = w.iallreduce(x.data(), y.data(), n, Op::sum);
+  long one = 1, total = 0;
+  w.allreduce(&one, &total, 1, Op::sum);
+  std::vector<int> v(100, rank() == 0 ? 9 : 0);
+  w.bcast(v.data(), v.size(), 0);
+  w.barrier();
+  r.wait();
+  EXPECT_EQ(total, size());
+  EXPECT_EQ(v.back(), 9);
+  EXPECT_EQ(y.front(), size());
+  EXPECT_EQ(y.back(), size());
+}
+
+TEST(CollComm, ManyDupsAndSplits_ContextIdsAgree) {
+  const rmp::Comm& w = rmp::world();
+  std::vector<rmp::Comm> comms;
+  for (int i = 0; i < 24; ++i) {
+    // Subsets take ids the others do not: the next dup of all must still agree.
+    if (i % 3 == 0) comms.push_back(w.split(rank() % 3 == i % 2 ? 0 : 1, i));
+    else comms.push_back((i % 2 ? w : comms.back()).dup());
+  }
+  for (auto it = comms.rbegin(); it != comms.rend(); ++it) check_allreduce(*it, "dup/split chain");
+}

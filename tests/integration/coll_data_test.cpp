@@ -1,0 +1,319 @@
+// Collectives through the public API across processes: every collective at a small and a
+// multi-segment size against a sequential reference, in place where API.md allows it,
+// v-variants with zero counts, every Op × element type pair, and reductions whose bits must
+// agree on every rank. The algorithms are whatever the selection picks — the CTest variants
+// force others through RMP_<COLL>_ALGO (see CMakeLists.txt here).
+#include "harness.hpp"
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "tests/coll_values.hpp"
+
+namespace {
+
+using namespace itest;
+using rmp::Op;
+using rmp::testing::exact_value;
+using rmp::testing::fold;
+using rmp::testing::messy_value;
+using rmp::testing::op_allowed;
+
+// Element counts: empty, small, and more than a 128 KiB fragment of doubles.
+const std::size_t kCounts[] = {0, 5, 40001};
+
+template <class T>
+std::vector<T> exact_input(Op op, int r, std::size_t n, std::uint64_t salt) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = exact_value<T>(op, r, i, salt);
+  return v;
+}
+
+// Values compare with == (±0 alike: a reduction's order may flip a zero's sign).
+template <class T>
+::testing::AssertionResult reduced(const T* got, Op op, int first, int last, std::size_t offset,
+                                   std::size_t n, std::uint64_t salt) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!(got[i] == fold<T>(op, first, last, offset + i, salt)))
+      return ::testing::AssertionFailure()
+             << "element " << i << " of " << n << " differs from the reduction of ranks [" << first
+             << ", " << last << ")";
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<int> roots() {
+  std::vector<int> v{0};
+  if (size() > 1) v.push_back(size() - 1);
+  if (size() > 2) v.push_back(size() / 2);
+  return v;
+}
+
+}  // namespace
+
+TEST(CollData, Barrier_NobodyLeavesBeforeTheLastRankArrives) {
+  const rmp::Comm& w = rmp::world();
+  // The last rank arrives late and notes when; every rank must leave after that moment
+  // (wtime is CLOCK_MONOTONIC, one clock for the whole node).
+  const int last = size() - 1;
+  double arrived = 0;
+  if (rank() == last) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    arrived = rmp::wtime();
+  }
+  w.barrier();
+  const double left = rmp::wtime();
+  w.bcast(&arrived, 1, last);
+  EXPECT_GE(left, arrived);
+}
+
+TEST(CollData, Bcast_EveryRootAndSize) {
+  const rmp::Comm& w = rmp::world();
+  for (int root : roots())
+    for (std::size_t n : kCounts) {
+      const std::uint64_t s = seed(root, -1, n, 1);
+      std::vector<double> buf =
+          rank() == root ? make_message<double>(n, s) : std::vector<double>(n, -1);
+      w.bcast(buf.data(), n, root);
+      EXPECT_TRUE(matches(buf.data(), n, s)) << "root " << root << ", " << n << " doubles";
+    }
+}
+
+TEST(CollData, ReduceAndAllreduce_EveryRootSizeAndInPlace) {
+  const rmp::Comm& w = rmp::world();
+  for (int root : roots())
+    for (std::size_t n : kCounts)
+      for (bool inplace : {false, true}) {
+        const std::uint64_t salt = 10 + n + static_cast<std::uint64_t>(root);
+        auto in = exact_input<double>(Op::sum, rank(), n, salt);
+        std::vector<double> out(n, -1);
+        if (inplace && rank() == root) {
+          out = in;
+          w.reduce(rmp::in_place<double>, out.data(), n, Op::sum, root);
+        } else {
+          w.reduce(in.data(), out.data(), n, Op::sum, root);
+        }
+        if (rank() == root) {
+          EXPECT_TRUE(reduced(out.data(), Op::sum, 0, size(), 0, n, salt))
+              << "reduce root " << root << " n " << n;
+        }
+        auto in2 = exact_input<std::int64_t>(Op::prod, rank(), n, salt);
+        std::vector<std::int64_t> out2(n);
+        if (inplace) {
+          out2 = in2;
+          w.allreduce(rmp::in_place<std::int64_t>, out2.data(), n, Op::prod);
+        } else {
+          w.allreduce(in2.data(), out2.data(), n, Op::prod);
+        }
+        EXPECT_TRUE(reduced(out2.data(), Op::prod, 0, size(), 0, n, salt)) << "allreduce n " << n;
+      }
+}
+
+template <class T>
+class CollTypes : public ::testing::Test {};
+using ElementTypes = ::testing::Types<signed char, unsigned char, short, unsigned short, int,
+                                      unsigned, long, unsigned long long, float, double,
+                                      std::complex<float>, std::complex<double>, std::byte>;
+TYPED_TEST_SUITE(CollTypes, ElementTypes);
+
+TYPED_TEST(CollTypes, Allreduce_EveryApplicableOp_MatchesSequentialFold) {
+  using T = TypeParam;
+  const rmp::Comm& w = rmp::world();
+  std::uint64_t salt = 300;
+  for (Op op :
+       {Op::sum, Op::prod, Op::min, Op::max, Op::land, Op::lor, Op::band, Op::bor, Op::bxor}) {
+    if (!op_allowed<T>(op)) continue;
+    for (std::size_t n : {std::size_t{7}, std::size_t{3001}}) {
+      auto in = exact_input<T>(op, rank(), n, ++salt);
+      std::vector<T> out(n);
+      w.allreduce(in.data(), out.data(), n, op);
+      EXPECT_TRUE(reduced(out.data(), op, 0, size(), 0, n, salt))
+          << "op " << static_cast<int>(op) << " n " << n;
+    }
+  }
+}
+
+TEST(CollData, Allreduce_OrderSensitiveFloats_SameBitsOnEveryRank) {
+  const rmp::Comm& w = rmp::world();
+  for (std::size_t n : {std::size_t{1}, std::size_t{333}, std::size_t{70001}})
+    for (Op op : {Op::sum, Op::min, Op::prod}) {
+      std::vector<double> in(n), out(n);
+      for (std::size_t i = 0; i < n; ++i) in[i] = messy_value<double>(op, rank(), i, 77 + n);
+      w.allreduce(in.data(), out.data(), n, op);
+      // Everyone's result bytes, gathered: all must equal rank 0's.
+      std::vector<unsigned char> mine(n * sizeof(double)), all(mine.size() * size());
+      std::memcpy(mine.data(), out.data(), mine.size());
+      w.allgather(mine.data(), mine.size(), all.data());
+      for (int r = 1; r < size(); ++r)
+        EXPECT_EQ(std::memcmp(all.data() + r * mine.size(), all.data(), mine.size()), 0)
+            << "rank " << r << " got other bits than rank 0, n " << n << " op "
+            << static_cast<int>(op);
+    }
+}
+
+TEST(CollData, GatherScatterAllgatherAlltoall_UniformAndInPlace) {
+  const rmp::Comm& w = rmp::world();
+  const int p = size(), me = rank();
+  for (std::size_t n : kCounts)
+    for (int root : roots()) {
+      const auto pn = n * static_cast<std::size_t>(p);
+      auto mine = make_message<int>(n, seed(me, root, n, 2));
+      std::vector<int> all(pn, -1);
+      if (me == root && n % 2) {  // in place at the root
+        std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(me * n));
+        w.gather(rmp::in_place<int>, n, all.data(), root);
+      } else {
+        w.gather(mine.data(), n, all.data(), root);
+      }
+      for (int r = 0; me == root && r < p; ++r)
+        EXPECT_TRUE(matches(all.data() + r * n, n, seed(r, root, n, 2))) << "gather from " << r;
+      std::vector<int> part(n, -1);
+      if (me == root)
+        for (int r = 0; r < p; ++r) fill(all.data() + r * n, n, seed(r, root, n, 3));
+      w.scatter(all.data(), n, part.data(), root);
+      EXPECT_TRUE(matches(part.data(), n, seed(me, root, n, 3))) << "scatter root " << root;
+    }
+  for (std::size_t n : kCounts)
+    for (bool inplace : {false, true}) {
+      const auto pn = n * static_cast<std::size_t>(p);
+      std::vector<float> all(pn, -1);
+      auto mine = make_message<float>(n, seed(me, 0, n, 4));
+      if (inplace) {
+        std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(me * n));
+        w.allgather(rmp::in_place<float>, n, all.data());
+      } else {
+        w.allgather(mine.data(), n, all.data());
+      }
+      for (int r = 0; r < p; ++r)
+        EXPECT_TRUE(matches(all.data() + r * n, n, seed(r, 0, n, 4))) << "allgather from " << r;
+      std::vector<std::uint16_t> a2a(pn), got(pn);
+      for (int d = 0; d < p; ++d) fill(a2a.data() + d * n, n, seed(me, d, n, 5));
+      if (inplace) {
+        got = a2a;
+        w.alltoall(rmp::in_place<std::uint16_t>, n, got.data());
+      } else {
+        w.alltoall(a2a.data(), n, got.data());
+      }
+      for (int s = 0; s < p; ++s)
+        EXPECT_TRUE(matches(got.data() + s * n, n, seed(s, me, n, 5))) << "alltoall from " << s;
+    }
+}
+
+TEST(CollData, VVariants_ZeroCountsAndGaps) {
+  const rmp::Comm& w = rmp::world();
+  const int p = size(), me = rank();
+  for (std::size_t scale : {std::size_t{1}, std::size_t{20000}}) {
+    // Rank r contributes (r % 3) · scale elements (so some contribute none); displacements
+    // leave a gap of 2 before every block and run in reverse rank order.
+    std::vector<std::size_t> counts(p), displs(p);
+    std::size_t end = 0;
+    for (int r = p - 1; r >= 0; --r) {
+      counts[r] = static_cast<std::size_t>(r % 3) * scale;
+      displs[r] = end + 2;
+      end = displs[r] + counts[r];
+    }
+    for (int root : roots()) {
+      auto mine = make_message<double>(counts[me], seed(me, root, scale, 6));
+      std::vector<double> all(end, -1);
+      if (me == root) w.gatherv(mine.data(), counts[me], all.data(), counts, displs, root);
+      else
+        w.gatherv(mine.data(), counts[me], static_cast<double*>(nullptr), {}, {},
+                  root);  // counts not known here
+      for (int r = 0; me == root && r < p; ++r)
+        EXPECT_TRUE(matches(all.data() + displs[r], counts[r], seed(r, root, scale, 6)))
+            << "gatherv from " << r;
+      if (me == root)
+        for (int r = 0; r < p; ++r)
+          fill(all.data() + displs[r], counts[r], seed(r, root, scale, 7));
+      std::vector<double> part(counts[me], -1);
+      if (me == root) w.scatterv(all.data(), counts, displs, part.data(), counts[me], root);
+      else w.scatterv(static_cast<const double*>(nullptr), {}, {}, part.data(), counts[me], root);
+      EXPECT_TRUE(matches(part.data(), counts[me], seed(me, root, scale, 7)))
+          << "scatterv root " << root;
+    }
+    std::vector<double> all(end, -1);
+    auto mine = make_message<double>(counts[me], seed(me, 9, scale, 8));
+    w.allgatherv(mine.data(), counts[me], all.data(), counts, displs);
+    for (int r = 0; r < p; ++r)
+      EXPECT_TRUE(matches(all.data() + displs[r], counts[r], seed(r, 9, scale, 8)))
+          << "allgatherv from " << r;
+    // alltoallv: block s → d has ((s + d) % 3) · scale elements.
+    std::vector<std::size_t> sc(p), sd(p), rc(p), rd(p);
+    std::size_t send_end = 0, recv_end = 0;
+    for (int i = 0; i < p; ++i) {
+      sc[i] = static_cast<std::size_t>((me + i) % 3) * scale, sd[i] = send_end,
+      send_end += sc[i] + 1;
+      rc[i] = static_cast<std::size_t>((i + me) % 3) * scale, rd[i] = recv_end,
+      recv_end += rc[i] + 3;
+    }
+    std::vector<double> sbuf(send_end), rbuf(recv_end, -1);
+    for (int d = 0; d < p; ++d) fill(sbuf.data() + sd[d], sc[d], seed(me, d, scale, 9));
+    w.alltoallv(sbuf.data(), sc, sd, rbuf.data(), rc, rd);
+    for (int s = 0; s < p; ++s)
+      EXPECT_TRUE(matches(rbuf.data() + rd[s], rc[s], seed(s, me, scale, 9)))
+          << "alltoallv from " << s;
+  }
+}
+
+TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
+  const rmp::Comm& w = rmp::world();
+  const int p = size(), me = rank();
+  for (std::size_t n : kCounts)
+    for (bool inplace : {false, true}) {
+      const std::uint64_t salt = 400 + n;
+      auto in = exact_input<int>(Op::max, me, n * static_cast<std::size_t>(p), salt);
+      std::vector<int> out(n, -1);
+      if (inplace) {
+        out = in;
+        w.reduce_scatter_block(rmp::in_place<int>, out.data(), n, Op::max);
+      } else {
+        w.reduce_scatter_block(in.data(), out.data(), n, Op::max);
+      }
+      EXPECT_TRUE(reduced(out.data(), Op::max, 0, p, me * n, n, salt))
+          << "reduce_scatter_block n " << n;
+      std::vector<std::size_t> counts(p);
+      for (int r = 0; r < p; ++r) counts[r] = r % 2 ? 0 : n + static_cast<std::size_t>(r);
+      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      std::size_t first = 0;
+      for (int r = 0; r < me; ++r) first += counts[r];
+      auto vin = exact_input<float>(Op::sum, me, total, salt);
+      std::vector<float> vout(counts[me] + 1, -1);
+      w.reduce_scatter(vin.data(), vout.data(), counts, Op::sum);
+      EXPECT_TRUE(reduced(vout.data(), Op::sum, 0, p, first, counts[me], salt))
+          << "reduce_scatter n " << n;
+      EXPECT_EQ(vout[counts[me]], -1) << "reduce_scatter wrote past its block";
+    }
+}
+
+TEST(CollData, ScanExscan_InPlace) {
+  const rmp::Comm& w = rmp::world();
+  const int me = rank();
+  for (std::size_t n : kCounts)
+    for (bool inplace : {false, true}) {
+      const std::uint64_t salt = 500 + n;
+      auto in = exact_input<std::uint32_t>(Op::sum, me, n, salt);
+      std::vector<std::uint32_t> out(n, 7);
+      if (inplace) {
+        out = in;
+        w.scan(rmp::in_place<std::uint32_t>, out.data(), n, Op::sum);
+      } else {
+        w.scan(in.data(), out.data(), n, Op::sum);
+      }
+      EXPECT_TRUE(reduced(out.data(), Op::sum, 0, me + 1, 0, n, salt)) << "scan n " << n;
+      auto din = exact_input<double>(Op::min, me, n, salt);
+      std::vector<double> dout(n, 5);
+      if (inplace) {
+        dout = din;
+        w.exscan(rmp::in_place<double>, dout.data(), n, Op::min);
+      } else {
+        w.exscan(din.data(), dout.data(), n, Op::min);
+      }
+      if (me > 0) {
+        EXPECT_TRUE(reduced(dout.data(), Op::min, 0, me, 0, n, salt)) << "exscan n " << n;
+      }
+    }
+}

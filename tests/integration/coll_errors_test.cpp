@@ -1,0 +1,119 @@
+// Argument errors of the collectives (API.md §Errors): local checks that every rank makes
+// alike, so no rank enters a collective the others left — root out of range, a null buffer
+// with a non-zero count, an Op that does not apply to the element type, an invalid
+// communicator, in_place where it is not allowed.
+#include "harness.hpp"
+
+#include <complex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace itest;
+using rmp::Errc;
+using rmp::Op;
+
+}  // namespace
+
+TEST(CollErrors, RootOutOfRange_InvalidRank) {
+  const rmp::Comm& w = rmp::world();
+  std::vector<int> v(size() * 4), o(size() * 4);
+  std::vector<std::size_t> counts(size(), 4), displs(size());
+  for (int bad : {-1, size(), size() + 7}) {
+    const std::string b = std::to_string(bad);
+    expect_error([&] { w.bcast(v.data(), 4, bad); }, Errc::invalid_rank, {"bcast", "root", b},
+                 "bcast");
+    expect_error([&] { w.reduce(v.data(), o.data(), 4, Op::sum, bad); }, Errc::invalid_rank,
+                 {"reduce", "root", b}, "reduce");
+    expect_error([&] { w.gather(v.data(), 4, o.data(), bad); }, Errc::invalid_rank,
+                 {"gather", "root", b}, "gather");
+    expect_error([&] { w.scatter(v.data(), 4, o.data(), bad); }, Errc::invalid_rank,
+                 {"scatter", "root", b}, "scatter");
+    expect_error([&] { w.gatherv(v.data(), 4, o.data(), counts, displs, bad); }, Errc::invalid_rank,
+                 {"gatherv", "root", b}, "gatherv");
+    expect_error([&] { w.scatterv(v.data(), counts, displs, o.data(), 4, bad); },
+                 Errc::invalid_rank, {"scatterv", "root", b}, "scatterv");
+  }
+}
+
+TEST(CollErrors, NullBufferWithCount_InvalidArgument) {
+  const rmp::Comm& w = rmp::world();
+  std::vector<int> v(size() * 4);
+  int* null = nullptr;
+  expect_error([&] { w.bcast(null, 4, 0); }, Errc::invalid_argument, {"bcast", "buf"}, "bcast");
+  expect_error([&] { w.allreduce(null, v.data(), 4, Op::sum); }, Errc::invalid_argument,
+               {"allreduce", "in"}, "allreduce in");
+  expect_error([&] { w.allreduce(v.data(), null, 4, Op::sum); }, Errc::invalid_argument,
+               {"allreduce", "out"}, "allreduce out");
+  expect_error([&] { w.allgather(v.data(), 4, null); }, Errc::invalid_argument,
+               {"allgather", "out"}, "allgather");
+  expect_error([&] { w.alltoall(null, 4, v.data()); }, Errc::invalid_argument, {"alltoall", "in"},
+               "alltoall");
+  expect_error([&] { w.reduce_scatter_block(null, v.data(), 4, Op::sum); }, Errc::invalid_argument,
+               {"reduce_scatter_block", "in"}, "reduce_scatter_block");
+  expect_error([&] { w.scan(v.data(), null, 4, Op::sum); }, Errc::invalid_argument, {"scan", "out"},
+               "scan");
+  expect_error([&] { w.exscan(null, v.data(), 4, Op::sum); }, Errc::invalid_argument,
+               {"exscan", "in"}, "exscan");
+  // A root-only buffer is not significant elsewhere: null there is fine (no error, no hang).
+  std::vector<int> mine(4, rank()), all(rank() == 0 ? 4 * size() : 0);
+  w.gather(mine.data(), 4, rank() == 0 ? all.data() : nullptr, 0);
+  if (rank() == 0) {
+    EXPECT_EQ(all.back(), size() - 1);
+  }
+  // Zero elements need no buffer.
+  w.allreduce(null, null, 0, Op::sum);
+  w.bcast(null, 0, 0);
+}
+
+TEST(CollErrors, OpNotApplicableToType_InvalidArgument) {
+  const rmp::Comm& w = rmp::world();
+  std::vector<float> f(4);
+  std::vector<double> d(size() * 4), d2(size() * 4);
+  std::vector<std::complex<double>> z(4), z2(4);
+  std::vector<std::byte> b(4), b2(4);
+  expect_error([&] { w.allreduce(f.data(), f.data(), 4, Op::band); }, Errc::invalid_argument,
+               {"allreduce", "band", "float"}, "band float");
+  expect_error([&] { w.reduce(d.data(), d2.data(), 4, Op::land, 0); }, Errc::invalid_argument,
+               {"reduce", "land", "double"}, "land double");
+  expect_error([&] { w.allreduce(z.data(), z2.data(), 4, Op::min); }, Errc::invalid_argument,
+               {"allreduce", "min"}, "min complex");
+  expect_error([&] { w.allreduce(b.data(), b2.data(), 4, Op::sum); }, Errc::invalid_argument,
+               {"allreduce", "sum"}, "sum byte");
+  expect_error([&] { w.scan(f.data(), f.data(), 4, Op::bxor); }, Errc::invalid_argument,
+               {"scan", "bxor"}, "scan bxor float");
+  expect_error([&] { w.reduce_scatter_block(d.data(), d2.data(), 4, Op::bor); },
+               Errc::invalid_argument, {"reduce_scatter_block", "bor"},
+               "reduce_scatter_block bor double");
+}
+
+TEST(CollErrors, InvalidCommunicator_InvalidComm) {
+  rmp::Comm none;
+  rmp::Comm moved = rmp::world().dup();
+  rmp::Comm taken = std::move(moved);
+  std::vector<int> v(4), o(4);
+  for (const rmp::Comm* c : {&none, &moved}) {
+    expect_error([&] { c->barrier(); }, Errc::invalid_comm, {"barrier"}, "barrier");
+    expect_error([&] { c->bcast(v.data(), 4, 0); }, Errc::invalid_comm, {"bcast"}, "bcast");
+    expect_error([&] { c->allreduce(v.data(), o.data(), 4, Op::sum); }, Errc::invalid_comm,
+                 {"allreduce"}, "allreduce");
+    expect_error([&] { c->alltoall(v.data(), 1, o.data()); }, Errc::invalid_comm, {"alltoall"},
+                 "alltoall");
+    expect_error([&] { (void)c->dup(); }, Errc::invalid_comm, {"dup"}, "dup");
+    expect_error([&] { (void)c->split(0, 0); }, Errc::invalid_comm, {"split"}, "split");
+  }
+  taken.barrier();  // the communicator itself lives on in the moved-to handle
+}
+
+TEST(CollErrors, InPlaceAwayFromTheRoot_InvalidArgument) {
+  // Only the non-roots call (the root would otherwise wait for them): the check is local.
+  const rmp::Comm& w = rmp::world();
+  std::vector<int> v(4 * size());
+  if (rank() != 0) {
+    expect_error([&] { w.reduce(rmp::in_place<int>, v.data(), 4, Op::sum, 0); },
+                 Errc::invalid_argument, {"reduce", "in_place"}, "reduce in_place off root");
+    expect_error([&] { w.gather(rmp::in_place<int>, 4, v.data(), 0); }, Errc::invalid_argument,
+                 {"gather", "in_place"}, "gather in_place off root");
+  }
+}

@@ -1,0 +1,870 @@
+// Every collective algorithm, called directly (algorithms.hpp), with ranks as threads over the
+// real shm transport: 1–8 ranks, sizes around the segment edges, every root shape, v-variants
+// with zero counts and scattered displacements, in place — each result checked against a
+// sequential reference computed from the same inputs, and reductions compared bit for bit
+// across ranks. Then the dispatch path: every algorithm forced through RMP_<COLL>_ALGO, and
+// the default selection of every collective.
+//
+// Sizes: the sweep runs with RMP_FRAGMENT_SIZE=4096 and RMP_PIPELINE_DEPTH=2, so the segment
+// edges (1023, 1024, 1025 four-byte elements) and multi-segment pipelines with a wrapping
+// window are reached with small buffers; 8 thread-ranks share 2 cores here, and the same edges
+// at the default 128 KiB fragment would cost 32× the copying for no new code path. The MiB
+// sizes run once per algorithm family at the default parameters (Large_* tests), at 3 and 8
+// ranks only. Release build, this machine (2 cores shared): see the report for timings.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <complex>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms.hpp"
+#include "collectives/reduce_ops.hpp"
+#include "collectives/select.hpp"
+#include "tests/coll_values.hpp"
+#include "tests/unit/coll_env.hpp"
+#include "tests/unit/thread_ranks.hpp"
+
+namespace {
+
+using rmp::Op;
+using rmp::detail::CommImpl;
+using rmp::detail::Type;
+using rmp::testing::run_thread_ranks;
+using rmp::testing::ThreadRank;
+namespace coll = rmp::coll;
+using coll::Layout;
+
+using rmp::testing::ScopedEnv;
+
+// The sweep's small segments (see the header comment).
+struct SmallSegments {
+  ScopedEnv frag{"RMP_FRAGMENT_SIZE", "4096"};
+  ScopedEnv depth{"RMP_PIPELINE_DEPTH", "2"};
+};
+constexpr std::size_t kSeg = 4096;
+
+// ---- Values --------------------------------------------------------------------------------
+
+using rmp::testing::exact_value;
+using rmp::testing::h;
+using rmp::testing::messy_value;
+using rmp::testing::pattern_block;
+
+// Calls f(T{}) with the C++ type of t.
+template <class F>
+void with_type(Type t, F&& f) {
+  switch (t) {
+    case Type::i8:
+      return f(static_cast<signed char>(0));
+    case Type::u8:
+      return f(static_cast<unsigned char>(0));
+    case Type::i16:
+      return f(short{});
+    case Type::u16:
+      return f(static_cast<unsigned short>(0));
+    case Type::i32:
+      return f(int{});
+    case Type::u32:
+      return f(0u);
+    case Type::i64:
+      return f(0LL);
+    case Type::u64:
+      return f(0ULL);
+    case Type::f32:
+      return f(0.0f);
+    case Type::f64:
+      return f(0.0);
+    case Type::c32:
+      return f(std::complex<float>{});
+    case Type::c64:
+      return f(std::complex<double>{});
+    case Type::byte:
+      return f(std::byte{});
+  }
+}
+
+constexpr Type kTypes[] = {Type::i8,  Type::u8,  Type::i16, Type::u16, Type::i32,
+                           Type::u32, Type::i64, Type::u64, Type::f32, Type::f64,
+                           Type::c32, Type::c64, Type::byte};
+constexpr Op kOps[] = {Op::sum, Op::prod, Op::min, Op::max, Op::land,
+                       Op::lor, Op::band, Op::bor, Op::bxor};
+
+struct TypeOp {
+  Type t;
+  Op op;
+};
+std::vector<TypeOp> all_pairs() {
+  std::vector<TypeOp> v;
+  for (Type t : kTypes)
+    for (Op op : kOps)
+      if (coll::op_applies(op, t)) v.push_back({t, op});
+  return v;
+}
+// The sweep cycles through the pairs so that every one shows up in every collective.
+TypeOp pair_for(std::size_t i) {
+  static const std::vector<TypeOp> pairs = all_pairs();
+  return pairs[i % pairs.size()];
+}
+
+// memcpy that accepts the null data() of an empty vector (memcpy itself may not).
+void copy_in(void* dst, const void* src, std::size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
+
+std::size_t esize_of(Type t) {
+  std::size_t s = 0;
+  with_type(t, [&](auto v) { s = sizeof v; });
+  return s;
+}
+
+// Input vector of `rank` (count elements) as bytes.
+std::vector<std::byte> input(Type t, Op op, int rank, std::size_t count, std::uint64_t salt,
+                             bool messy = false) {
+  std::vector<std::byte> v(count * esize_of(t));
+  with_type(t, [&](auto z) {
+    using T = decltype(z);
+    for (std::size_t i = 0; i < count; ++i) {
+      const T x = messy ? messy_value<T>(op, rank, i, salt) : exact_value<T>(op, rank, i, salt);
+      copy_in(v.data() + i * sizeof(T), &x, sizeof(T));
+    }
+  });
+  return v;
+}
+
+// Reduction of ranks [first, last) of element i..i+count (in rank order) as bytes.
+std::vector<std::byte> reference(Type t, Op op, int first, int last, std::size_t offset,
+                                 std::size_t count, std::uint64_t salt) {
+  std::vector<std::byte> v(count * esize_of(t));
+  with_type(t, [&](auto z) {
+    using T = decltype(z);
+    for (std::size_t i = 0; i < count; ++i) {
+      const T acc = rmp::testing::fold<T>(op, first, last, offset + i, salt);
+      copy_in(v.data() + i * sizeof(T), &acc, sizeof(T));
+    }
+  });
+  return v;
+}
+
+std::uint64_t digest(const void* p, std::size_t n) {
+  std::uint64_t x = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < n; ++i)
+    x = (x ^ static_cast<const unsigned char*>(p)[i]) * 0x100000001b3ULL;
+  return x;
+}
+
+// ---- Checking ------------------------------------------------------------------------------
+
+// Failures found on the rank threads. Ranks never stop early (the others would wait for them
+// in the next collective); the first few messages are kept.
+class Failures {
+public:
+  void add(const std::string& what) {
+    std::lock_guard g(m_);
+    if (count_++ < 20) msgs_ += what + "\n";
+  }
+  void equal(const void* got, const void* want, std::size_t n, const std::string& what) {
+    if (n == 0 || std::memcmp(got, want, n) == 0) return;
+    std::size_t i = 0;
+    while (static_cast<const std::byte*>(got)[i] == static_cast<const std::byte*>(want)[i]) ++i;
+    add(what + ": differs from the reference at byte " + std::to_string(i) + " of " +
+        std::to_string(n));
+  }
+  // Element values against the reference: floating elements compare with ==, so +0 and −0
+  // match (the order of a reduction may change the sign of a zero; API.md allows results to
+  // differ from the sequential fold by rounding). Bits across ranks are checked separately.
+  void same_values(Type t, const void* got, const void* want, std::size_t count,
+                   const std::string& what) {
+    bool ok = true;
+    std::size_t i = 0;
+    with_type(t, [&](auto z) {
+      using T = decltype(z);
+      for (; i < count; ++i) {
+        T a, b;
+        copy_in(&a, static_cast<const std::byte*>(got) + i * sizeof(T), sizeof(T));
+        copy_in(&b, static_cast<const std::byte*>(want) + i * sizeof(T), sizeof(T));
+        if (!(a == b)) {
+          ok = false;
+          break;
+        }
+      }
+    });
+    if (!ok)
+      add(what + ": differs from the reference at element " + std::to_string(i) + " of " +
+          std::to_string(count));
+  }
+  void report() const { EXPECT_EQ(count_, 0u) << msgs_; }
+
+private:
+  std::mutex m_;
+  std::size_t count_ = 0;
+  std::string msgs_;
+};
+
+std::string where(const char* algo, int n, int rank, std::size_t size, int root = -1) {
+  std::string s = std::string(algo) + " n=" + std::to_string(n) + " rank=" + std::to_string(rank) +
+                  " size=" + std::to_string(size);
+  if (root >= 0) s += " root=" + std::to_string(root);
+  return s;
+}
+
+std::vector<int> roots_for(int n) {
+  std::vector<int> r{0};
+  if (n > 1) r.push_back(n - 1);
+  if (n > 2) r.push_back(n / 2);
+  return r;
+}
+
+// Element counts around the edges: empty, one, fewer than the ranks, the segment in elements
+// −1/0/+1, and more than a segment per rank.
+std::vector<std::size_t> counts_for(int n, std::size_t esize) {
+  const std::size_t s = kSeg / esize;
+  std::vector<std::size_t> v{0, 1,     static_cast<std::size_t>(n > 1 ? n - 1 : 2), s - 1,
+                             s, s + 1, static_cast<std::size_t>(n) * s + 3};
+  return v;
+}
+
+// Per-rank counts for the v-variants: some zero, some larger than a segment.
+std::vector<std::size_t> v_counts(int n, std::uint64_t salt, std::size_t esize) {
+  std::vector<std::size_t> c(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t x = h(i, 0, salt);
+    c[i] = x % 3 == 0 ? 0 : x % 3 == 1 ? 1 + x % 7 : kSeg / esize + x % 5;
+  }
+  return c;
+}
+// Displacements: packed in rank order, or (scattered) in reverse order with gaps, which
+// exercises the packing paths. Returns the extent in elements.
+std::size_t v_displs(const std::vector<std::size_t>& counts, bool scattered,
+                     std::vector<std::size_t>& displs) {
+  const std::size_t n = counts.size();
+  displs.assign(n, 0);
+  std::size_t end = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = scattered ? n - 1 - k : k;
+    displs[i] = end + (scattered ? 3 : 0);
+    end = displs[i] + counts[i];
+  }
+  return end;
+}
+
+// ---- The sweep, one collective family at a time ------------------------------------------------
+
+using Body = std::function<void(ThreadRank&, Failures&)>;
+void for_rank_counts(const Body& body, std::initializer_list<int> ns = {1, 2, 3, 4, 5, 6, 7, 8}) {
+  for (int n : ns) {
+    Failures f;
+    run_thread_ranks(n, [&](ThreadRank& t) { body(t, f); });
+    SCOPED_TRACE("n=" + std::to_string(n));
+    f.report();
+  }
+}
+
+}  // namespace
+
+TEST(CollThreads, Barrier_NoRankLeavesBeforeAllArrive) {
+  for (int n = 1; n <= 8; ++n) {
+    std::atomic<int> arrived{0};
+    Failures f;
+    run_thread_ranks(n, [&](ThreadRank& t) {
+      for (int round = 1; round <= 20; ++round) {
+        arrived.fetch_add(1);
+        coll::barrier_dissemination(t.world);
+        if (arrived.load() < round * n)
+          f.add("left barrier round " + std::to_string(round) + " early");
+        coll::barrier_dissemination(t.world);  // nobody starts the next round before the check
+      }
+    });
+    f.report();
+  }
+}
+
+TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
+  SmallSegments small;
+  using Fn = void (*)(const CommImpl&, void*, std::size_t, int);
+  const std::pair<const char*, Fn> algos[] = {{"binomial", coll::bcast_binomial},
+                                              {"scatter_allgather", coll::bcast_scatter_allgather},
+                                              {"pipeline", coll::bcast_pipeline}};
+  for_rank_counts([&](ThreadRank& t, Failures& f) {
+    const int n = t.world.size(), me = t.world.rank();
+    if (coll::segment_bytes(t.world) != kSeg || coll::segments_in_flight(t.world) != 2)
+      f.add("the sweep's segments did not reach the rank's parameters");
+    std::uint64_t salt = 1;
+    for (auto [name, fn] : algos)
+      for (std::size_t bytes :
+           {std::size_t{0}, std::size_t{1}, std::size_t{7}, kSeg - 1, kSeg, kSeg + 1, 3 * kSeg + 5})
+        for (int root : roots_for(n)) {
+          ++salt;
+          std::vector<std::byte> buf = me == root ? pattern_block(root, bytes, salt)
+                                                  : std::vector<std::byte>(bytes, std::byte{0xee});
+          fn(t.world, buf.data(), bytes, root);
+          f.equal(buf.data(), pattern_block(root, bytes, salt).data(), bytes,
+                  where(name, n, me, bytes, root));
+        }
+  });
+}
+
+namespace {
+
+using ReduceFn = void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op,
+                          int);
+using AllreduceFn = void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type,
+                             Op);
+const std::pair<const char*, AllreduceFn> kAllreduce[] = {
+    {"recursive_doubling", coll::allreduce_recursive_doubling},
+    {"rabenseifner", coll::allreduce_rabenseifner},
+    {"ring", coll::allreduce_ring}};
+
+}  // namespace
+
+TEST(CollThreads, Reduce_EveryAlgorithmRankCountSizeAndRoot) {
+  SmallSegments small;
+  const std::pair<const char*, ReduceFn> algos[] = {{"binomial", coll::reduce_binomial},
+                                                    {"rabenseifner", coll::reduce_rabenseifner}};
+  for_rank_counts([&](ThreadRank& t, Failures& f) {
+    const int n = t.world.size(), me = t.world.rank();
+    std::size_t k = 0;
+    for (auto [name, fn] : algos)
+      for (std::size_t count : counts_for(n, 4))
+        for (int root : roots_for(n)) {
+          const auto [type, op] = pair_for(k++);
+          const std::size_t es = esize_of(type);
+          const bool inplace = k % 2 == 0 && me == root;
+          auto in = input(type, op, me, count, k);
+          std::vector<std::byte> out(count * es, std::byte{0xee});
+          if (inplace) out = in;
+          fn(t.world, inplace ? nullptr : in.data(), out.data(), count, es, type, op, root);
+          if (me == root)
+            f.same_values(type, out.data(), reference(type, op, 0, n, 0, count, k).data(), count,
+                          where(name, n, me, count, root) + " " + coll::type_name(type) + " " +
+                              coll::op_name(op) + (inplace ? " in place" : ""));
+        }
+  });
+}
+
+TEST(CollThreads, Allreduce_EveryAlgorithmRankCountAndSize_SameBitsEverywhere) {
+  SmallSegments small;
+  std::vector<std::vector<std::uint64_t>> digests(8);
+  for (int n = 1; n <= 8; ++n) {
+    Failures f;
+    for (auto& d : digests) d.clear();
+    run_thread_ranks(n, [&](ThreadRank& t) {
+      const int me = t.world.rank();
+      std::size_t k = 0;
+      for (auto [name, fn] : kAllreduce)
+        for (std::size_t count : counts_for(n, 4)) {
+          // Exact inputs against the reference...
+          const auto [type, op] = pair_for(k++);
+          const std::size_t es = esize_of(type);
+          auto in = input(type, op, me, count, k);
+          std::vector<std::byte> out(count * es, std::byte{0xee});
+          const bool inplace = k % 2 == 0;
+          if (inplace) out = in;
+          fn(t.world, inplace ? nullptr : in.data(), out.data(), count, es, type, op);
+          f.same_values(
+              type, out.data(), reference(type, op, 0, n, 0, count, k).data(), count,
+              where(name, n, me, count) + " " + coll::type_name(type) + " " + coll::op_name(op));
+          // ...and order-sensitive ones, whose bits must agree across ranks.
+          for (auto [mt, mop] : {TypeOp{Type::f64, Op::sum}, TypeOp{Type::f32, Op::min},
+                                 TypeOp{Type::c32, Op::prod}}) {
+            const std::size_t mes = esize_of(mt);
+            auto min_ = input(mt, mop, me, count, k, true);
+            std::vector<std::byte> mout(count * mes);
+            fn(t.world, min_.data(), mout.data(), count, mes, mt, mop);
+            digests[me].push_back(digest(mout.data(), mout.size()));
+          }
+        }
+    });
+    for (int r = 1; r < n; ++r)
+      EXPECT_EQ(digests[r], digests[0])
+          << "n=" << n << ": rank " << r << " got other bits than rank 0";
+    f.report();
+  }
+}
+
+TEST(CollThreads, Allreduce_EveryOpAndElementType_EveryAlgorithm) {
+  for_rank_counts(
+      [&](ThreadRank& t, Failures& f) {
+        const int n = t.world.size(), me = t.world.rank();
+        std::uint64_t salt = 100;
+        for (auto [name, fn] : kAllreduce)
+          for (TypeOp p : all_pairs()) {
+            const std::size_t count = 37, es = esize_of(p.t);
+            auto in = input(p.t, p.op, me, count, ++salt);
+            std::vector<std::byte> out(count * es);
+            fn(t.world, in.data(), out.data(), count, es, p.t, p.op);
+            f.same_values(
+                p.t, out.data(), reference(p.t, p.op, 0, n, 0, count, salt).data(), count,
+                where(name, n, me, count) + " " + coll::type_name(p.t) + " " + coll::op_name(p.op));
+          }
+      },
+      {3, 4});
+}
+
+TEST(CollThreads, GatherScatter_EveryAlgorithmRankCountRootAndLayout) {
+  SmallSegments small;
+  for_rank_counts([&](ThreadRank& t, Failures& f) {
+    const int n = t.world.size(), me = t.world.rank();
+    std::uint64_t salt = 1000;
+    for (int root : roots_for(n)) {
+      // Uniform blocks (gather, scatter), with in place at the root every other time.
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, kSeg - 1, kSeg + 1}) {
+        ++salt;
+        const Layout all = Layout::uniform(bytes);
+        const std::size_t total = bytes * static_cast<std::size_t>(n);
+        for (int algo = 0; algo < 2; ++algo) {
+          const char* name = algo ? "gather_linear" : "gather_binomial";
+          std::vector<std::byte> out(total, std::byte{0xee});
+          auto mine = pattern_block(me, bytes, salt);
+          const bool inplace = me == root && salt % 2;
+          if (inplace) copy_in(out.data() + me * bytes, mine.data(), bytes);
+          const void* in = inplace ? nullptr : mine.data();
+          if (algo) coll::gather_linear(t.world, in, bytes, out.data(), all, root);
+          else coll::gather_binomial(t.world, in, bytes, out.data(), all, true, root);
+          if (me == root)
+            for (int r = 0; r < n; ++r)
+              f.equal(out.data() + r * bytes, pattern_block(r, bytes, salt).data(), bytes,
+                      where(name, n, me, bytes, root) + " block " + std::to_string(r));
+          // scatter back what the root gathered
+          const char* sname = algo ? "scatter_linear" : "scatter_binomial";
+          std::vector<std::byte> sin(total);
+          for (int r = 0; r < n; ++r)
+            copy_in(sin.data() + r * bytes, pattern_block(r, bytes, salt + 7).data(), bytes);
+          std::vector<std::byte> sout(bytes, std::byte{0xee});
+          if (algo) coll::scatter_linear(t.world, sin.data(), all, sout.data(), bytes, root);
+          else coll::scatter_binomial(t.world, sin.data(), all, sout.data(), bytes, true, root);
+          f.equal(sout.data(), pattern_block(me, bytes, salt + 7).data(), bytes,
+                  where(sname, n, me, bytes, root));
+        }
+      }
+      // v-variants: counts known at the root only (zero counts, packed and scattered layouts).
+      for (bool scattered : {false, true}) {
+        ++salt;
+        const std::vector<std::size_t> counts = v_counts(n, salt, 1);
+        std::vector<std::size_t> displs;
+        const std::size_t extent = v_displs(counts, scattered, displs);
+        const Layout all = me == root ? Layout(counts, displs, 1) : Layout({}, {}, 1);
+        const std::size_t mycount = counts[me];
+        for (int algo = 0; algo < 2; ++algo) {
+          const char* name = algo ? "gatherv_linear" : "gatherv_binomial";
+          auto mine = pattern_block(me, mycount, salt);
+          std::vector<std::byte> out(me == root ? extent : 0, std::byte{0xee});
+          if (algo) coll::gather_linear(t.world, mine.data(), mycount, out.data(), all, root);
+          else coll::gather_binomial(t.world, mine.data(), mycount, out.data(), all, false, root);
+          if (me == root)
+            for (int r = 0; r < n; ++r)
+              f.equal(out.data() + displs[r], pattern_block(r, counts[r], salt).data(), counts[r],
+                      where(name, n, me, counts[r], root) + " block " + std::to_string(r) +
+                          (scattered ? " scattered" : ""));
+          const char* sname = algo ? "scatterv_linear" : "scatterv_binomial";
+          std::vector<std::byte> sin(me == root ? extent : 0);
+          if (me == root)
+            for (int r = 0; r < n; ++r)
+              copy_in(sin.data() + displs[r], pattern_block(r, counts[r], salt + 3).data(),
+                      counts[r]);
+          std::vector<std::byte> sout(mycount, std::byte{0xee});
+          if (algo) coll::scatter_linear(t.world, sin.data(), all, sout.data(), mycount, root);
+          else coll::scatter_binomial(t.world, sin.data(), all, sout.data(), mycount, false, root);
+          f.equal(sout.data(), pattern_block(me, mycount, salt + 3).data(), mycount,
+                  where(sname, n, me, mycount, root) + (scattered ? " scattered" : ""));
+        }
+      }
+    }
+  });
+}
+
+TEST(CollThreads, Allgather_EveryAlgorithmRankCountAndLayout) {
+  SmallSegments small;
+  using Fn = void (*)(const CommImpl&, const void*, void*, const Layout&);
+  const std::pair<const char*, Fn> algos[] = {
+      {"recursive_doubling", coll::allgather_recursive_doubling},
+      {"bruck", coll::allgather_bruck},
+      {"ring", coll::allgather_ring}};
+  for_rank_counts([&](ThreadRank& t, Failures& f) {
+    const int n = t.world.size(), me = t.world.rank();
+    std::uint64_t salt = 2000;
+    for (auto [name, fn] : algos) {
+      for (std::size_t bytes :
+           {std::size_t{0}, std::size_t{1}, std::size_t{5}, kSeg - 1, kSeg + 1}) {
+        ++salt;
+        const std::size_t total = bytes * static_cast<std::size_t>(n);
+        std::vector<std::byte> out(total, std::byte{0xee});
+        auto mine = pattern_block(me, bytes, salt);
+        const bool inplace = salt % 2;
+        if (inplace) copy_in(out.data() + me * bytes, mine.data(), bytes);
+        fn(t.world, inplace ? nullptr : mine.data(), out.data(), Layout::uniform(bytes));
+        for (int r = 0; r < n; ++r)
+          f.equal(out.data() + r * bytes, pattern_block(r, bytes, salt).data(), bytes,
+                  where(name, n, me, bytes) + " block " + std::to_string(r) +
+                      (inplace ? " in place" : ""));
+      }
+      // allgatherv: counts agree, displacements are each rank's own (odd ranks scatter).
+      for (int layout = 0; layout < 2; ++layout) {
+        ++salt;
+        const std::vector<std::size_t> counts = v_counts(n, salt, 1);
+        std::vector<std::size_t> displs;
+        const std::size_t extent = v_displs(counts, (me + layout) % 2 == 1, displs);
+        std::vector<std::byte> out(extent, std::byte{0xee});
+        auto mine = pattern_block(me, counts[me], salt);
+        fn(t.world, mine.data(), out.data(), Layout(counts, displs, 1));
+        for (int r = 0; r < n; ++r)
+          f.equal(out.data() + displs[r], pattern_block(r, counts[r], salt).data(), counts[r],
+                  std::string(name) + "v" + where("", n, me, counts[r]) + " block " +
+                      std::to_string(r));
+      }
+    }
+  });
+}
+
+TEST(CollThreads, Alltoall_EveryAlgorithmRankCountAndLayout) {
+  SmallSegments small;
+  for_rank_counts([&](ThreadRank& t, Failures& f) {
+    const int n = t.world.size(), me = t.world.rank();
+    std::uint64_t salt = 3000;
+    // Block from rank s to rank d: pattern of "rank" s·64 + d.
+    auto blk = [](int s, int d, std::size_t len, std::uint64_t salt_) {
+      return pattern_block(s * 64 + d, len, salt_);
+    };
+    for (int algo = 0; algo < 2; ++algo) {
+      const char* name = algo ? "bruck" : "pairwise";
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{9}, kSeg + 1}) {
+        ++salt;
+        const std::size_t total = bytes * static_cast<std::size_t>(n);
+        std::vector<std::byte> in(total), out(total, std::byte{0xee});
+        for (int d = 0; d < n; ++d)
+          copy_in(in.data() + d * bytes, blk(me, d, bytes, salt).data(), bytes);
+        const bool inplace = salt % 2;
+        if (inplace) out = in;
+        const Layout l = Layout::uniform(bytes);
+        if (algo)
+          coll::alltoall_bruck(t.world, inplace ? nullptr : in.data(), l, out.data(), l, true);
+        else coll::alltoall_pairwise(t.world, inplace ? nullptr : in.data(), l, out.data(), l);
+        for (int s = 0; s < n; ++s)
+          f.equal(out.data() + s * bytes, blk(s, me, bytes, salt).data(), bytes,
+                  where(name, n, me, bytes) + " from " + std::to_string(s) +
+                      (inplace ? " in place" : ""));
+      }
+      // alltoallv: size of the block s → d from a shared rule (zeros included).
+      for (bool scattered : {false, true}) {
+        ++salt;
+        auto len = [&](int s, int d) {
+          const std::uint64_t x = h(s * 64 + d, 0, salt);
+          return x % 4 == 0 ? std::size_t{0} : static_cast<std::size_t>(x % 23);
+        };
+        std::vector<std::size_t> sc(n), rc(n), sd, rd;
+        for (int i = 0; i < n; ++i) sc[i] = len(me, i), rc[i] = len(i, me);
+        const std::size_t sext = v_displs(sc, scattered, sd), rext = v_displs(rc, !scattered, rd);
+        std::vector<std::byte> in(sext), out(rext, std::byte{0xee});
+        for (int d = 0; d < n; ++d)
+          copy_in(in.data() + sd[d], blk(me, d, sc[d], salt).data(), sc[d]);
+        const Layout sl(sc, sd, 1), rl(rc, rd, 1);
+        if (algo) coll::alltoall_bruck(t.world, in.data(), sl, out.data(), rl, false);
+        else coll::alltoall_pairwise(t.world, in.data(), sl, out.data(), rl);
+        for (int s = 0; s < n; ++s)
+          f.equal(
+              out.data() + rd[s], blk(s, me, rc[s], salt).data(), rc[s],
+              std::string(name) + " v" + where("", n, me, rc[s]) + " from " + std::to_string(s));
+      }
+    }
+  });
+}
+
+TEST(CollThreads, ReduceScatter_EveryAlgorithmRankCountAndCounts) {
+  SmallSegments small;
+  using Fn = void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t, Type, Op);
+  const std::pair<const char*, Fn> algos[] = {
+      {"recursive_halving", coll::reduce_scatter_recursive_halving},
+      {"ring", coll::reduce_scatter_ring}};
+  for_rank_counts([&](ThreadRank& t, Failures& f) {
+    const int n = t.world.size(), me = t.world.rank();
+    std::size_t k = 500;
+    for (auto [name, fn] : algos) {
+      std::vector<std::vector<std::size_t>> shapes;
+      for (std::size_t block : {std::size_t{0}, std::size_t{1}, kSeg / 4 - 1, kSeg / 4 + 1})
+        shapes.emplace_back(static_cast<std::size_t>(n), block);  // reduce_scatter_block
+      shapes.push_back(v_counts(n, 77, 4));
+      for (const auto& counts : shapes) {
+        const auto [type, op] = pair_for(k++);
+        const std::size_t es = esize_of(type);
+        const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+        std::size_t first = 0;
+        for (int i = 0; i < me; ++i) first += counts[i];
+        auto in = input(type, op, me, total, k);
+        const bool inplace = k % 2 == 0;
+        std::vector<std::byte> out =
+            inplace ? in : std::vector<std::byte>(counts[me] * es, std::byte{0xee});
+        fn(t.world, inplace ? nullptr : in.data(), out.data(), counts, es, type, op);
+        f.same_values(type, out.data(), reference(type, op, 0, n, first, counts[me], k).data(),
+                      counts[me],
+                      where(name, n, me, counts[me]) + " " + coll::type_name(type) + " " +
+                          coll::op_name(op) + (inplace ? " in place" : ""));
+      }
+    }
+  });
+}
+
+TEST(CollThreads, ScanExscan_EveryAlgorithmRankCountAndSize) {
+  SmallSegments small;
+  using Fn =
+      void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op, bool);
+  const std::pair<const char*, Fn> algos[] = {{"recursive_doubling", coll::scan_recursive_doubling},
+                                              {"chain", coll::scan_chain}};
+  for_rank_counts([&](ThreadRank& t, Failures& f) {
+    const int n = t.world.size(), me = t.world.rank();
+    std::size_t k = 700;
+    for (auto [name, fn] : algos)
+      for (bool exclusive : {false, true})
+        for (std::size_t count : counts_for(n, 4)) {
+          const auto [type, op] = pair_for(k++);
+          const std::size_t es = esize_of(type);
+          auto in = input(type, op, me, count, k);
+          const bool inplace = k % 2 == 0;
+          std::vector<std::byte> out =
+              inplace ? in : std::vector<std::byte>(count * es, std::byte{0xee});
+          const auto before = out;
+          fn(t.world, inplace ? nullptr : in.data(), out.data(), count, es, type, op, exclusive);
+          const std::string what = where(name, n, me, count) + (exclusive ? " exscan " : " scan ") +
+                                   coll::type_name(type) + " " + coll::op_name(op) +
+                                   (inplace ? " in place" : "");
+          if (!exclusive)
+            f.same_values(type, out.data(), reference(type, op, 0, me + 1, 0, count, k).data(),
+                          count, what);
+          else if (me > 0)
+            f.same_values(type, out.data(), reference(type, op, 0, me, 0, count, k).data(), count,
+                          what);
+          else
+            f.equal(out.data(), before.data(), count * es, what + " (rank 0 must stay untouched)");
+        }
+  });
+}
+
+// ---- Large messages at the default parameters ---------------------------------------------------
+
+TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
+  for_rank_counts(
+      [&](ThreadRank& t, Failures& f) {
+        const int n = t.world.size(), me = t.world.rank();
+        const std::size_t count = (3u << 20) / 4 + 5;  // 3 MiB + 20 B of floats
+        for (auto [name, fn] : kAllreduce) {
+          auto in = input(Type::f32, Op::sum, me, count, 9);
+          std::vector<std::byte> out(count * 4);
+          fn(t.world, in.data(), out.data(), count, 4, Type::f32, Op::sum);
+          f.same_values(Type::f32, out.data(),
+                        reference(Type::f32, Op::sum, 0, n, 0, count, 9).data(), count,
+                        where(name, n, me, count));
+        }
+        const std::size_t bytes = (2u << 20) + 3;
+        for (auto fn :
+             {coll::bcast_binomial, coll::bcast_scatter_allgather, coll::bcast_pipeline}) {
+          std::vector<std::byte> buf =
+              me == 1 % n ? pattern_block(7, bytes, 4) : std::vector<std::byte>(bytes);
+          fn(t.world, buf.data(), bytes, 1 % n);
+          f.equal(buf.data(), pattern_block(7, bytes, 4).data(), bytes,
+                  where("bcast", n, me, bytes));
+        }
+        {
+          const std::size_t block = (1u << 20) / static_cast<std::size_t>(n) + 1;
+          std::vector<std::byte> out(block * n);
+          auto mine = pattern_block(me, block, 5);
+          coll::allgather_ring(t.world, mine.data(), out.data(), Layout::uniform(block));
+          for (int r = 0; r < n; ++r)
+            f.equal(out.data() + r * block, pattern_block(r, block, 5).data(), block,
+                    where("allgather_ring", n, me, block));
+          std::vector<std::size_t> counts(n, block / 4);
+          auto rin = input(Type::i32, Op::sum, me, block / 4 * n, 6);
+          std::vector<std::byte> rout(block / 4 * 4);
+          coll::reduce_scatter_ring(t.world, rin.data(), rout.data(), counts, 4, Type::i32,
+                                    Op::sum);
+          f.equal(rout.data(),
+                  reference(Type::i32, Op::sum, 0, n, me * (block / 4), block / 4, 6).data(),
+                  rout.size(), where("reduce_scatter_ring", n, me, block / 4));
+          std::vector<std::byte> ain(block * n), aout(block * n);
+          for (int d = 0; d < n; ++d)
+            copy_in(ain.data() + d * block, pattern_block(me * 64 + d, block, 8).data(), block);
+          coll::alltoall_pairwise(t.world, ain.data(), Layout::uniform(block), aout.data(),
+                                  Layout::uniform(block));
+          for (int s = 0; s < n; ++s)
+            f.equal(aout.data() + s * block, pattern_block(s * 64 + me, block, 8).data(), block,
+                    where("alltoall_pairwise", n, me, block));
+        }
+        {
+          auto in = input(Type::f64, Op::max, me, count / 2, 10);
+          std::vector<std::byte> out(count / 2 * 8);
+          coll::scan_chain(t.world, in.data(), out.data(), count / 2, 8, Type::f64, Op::max, false);
+          f.equal(out.data(), reference(Type::f64, Op::max, 0, me + 1, 0, count / 2, 10).data(),
+                  out.size(), where("scan_chain", n, me, count / 2));
+          coll::reduce_rabenseifner(t.world, in.data(), out.data(), count / 2, 8, Type::f64,
+                                    Op::max, n - 1);
+          if (me == n - 1)
+            f.equal(out.data(), reference(Type::f64, Op::max, 0, n, 0, count / 2, 10).data(),
+                    out.size(), where("reduce_rabenseifner", n, me, count / 2));
+        }
+      },
+      {3, 8});
+}
+
+// ---- Through the dispatch: forced algorithms and the default selection --------------------------
+
+namespace {
+
+// Calls every collective through coll:: (the dispatch) once with a small and a larger size
+// and checks the results; `only` limits it to one collective.
+void every_collective(ThreadRank& t, Failures& f, std::optional<coll::Coll> only,
+                      const std::string& label) {
+  using coll::Coll;
+  const int n = t.world.size(), me = t.world.rank();
+  auto want = [&](Coll k) { return !only || *only == k; };
+  for (std::size_t count : {std::size_t{3}, std::size_t{3000}}) {
+    const std::string at = label + " n=" + std::to_string(n) + " rank=" + std::to_string(me) +
+                           " count=" + std::to_string(count);
+    const std::uint64_t salt = 40 + count;
+    const std::size_t bytes = count * 4;
+    if (want(Coll::barrier)) coll::barrier(t.world);
+    if (want(Coll::bcast)) {
+      auto buf = me == n - 1 ? pattern_block(1, bytes, salt) : std::vector<std::byte>(bytes);
+      coll::bcast(t.world, buf.data(), bytes, n - 1);
+      f.equal(buf.data(), pattern_block(1, bytes, salt).data(), bytes, at + " bcast");
+    }
+    if (want(Coll::reduce) || want(Coll::allreduce) || want(Coll::scan) || want(Coll::exscan)) {
+      auto in = input(Type::i32, Op::sum, me, count, salt);
+      std::vector<std::byte> out(bytes);
+      if (want(Coll::reduce)) {
+        coll::reduce(t.world, in.data(), out.data(), count, 4, Type::i32, Op::sum, 0);
+        if (me == 0)
+          f.equal(out.data(), reference(Type::i32, Op::sum, 0, n, 0, count, salt).data(), bytes,
+                  at + " reduce");
+      }
+      if (want(Coll::allreduce)) {
+        coll::allreduce(t.world, in.data(), out.data(), count, 4, Type::i32, Op::sum);
+        f.equal(out.data(), reference(Type::i32, Op::sum, 0, n, 0, count, salt).data(), bytes,
+                at + " allreduce");
+      }
+      if (want(Coll::scan)) {
+        coll::scan(t.world, in.data(), out.data(), count, 4, Type::i32, Op::sum, false);
+        f.equal(out.data(), reference(Type::i32, Op::sum, 0, me + 1, 0, count, salt).data(), bytes,
+                at + " scan");
+      }
+      if (want(Coll::exscan)) {
+        coll::scan(t.world, in.data(), out.data(), count, 4, Type::i32, Op::sum, true);
+        if (me > 0)
+          f.equal(out.data(), reference(Type::i32, Op::sum, 0, me, 0, count, salt).data(), bytes,
+                  at + " exscan");
+      }
+    }
+    const std::size_t total = bytes * static_cast<std::size_t>(n);
+    std::vector<std::size_t> counts(n), displs(n);
+    for (int i = 0; i < n; ++i)
+      counts[i] = i % 3 == 1 ? 0 : bytes + static_cast<std::size_t>(i),
+      displs[i] = i == 0 ? 0 : displs[i - 1] + counts[i - 1];
+    const std::size_t vtotal = displs[n - 1] + counts[n - 1];
+    if (want(Coll::gather) || want(Coll::allgather)) {
+      auto mine = pattern_block(me, bytes, salt);
+      std::vector<std::byte> out(total);
+      if (want(Coll::gather)) {
+        coll::gather(t.world, mine.data(), out.data(), bytes, 0);
+        if (me == 0)
+          for (int r = 0; r < n; ++r)
+            f.equal(out.data() + r * bytes, pattern_block(r, bytes, salt).data(), bytes,
+                    at + " gather");
+      }
+      if (want(Coll::allgather)) {
+        coll::allgather(t.world, mine.data(), out.data(), bytes);
+        for (int r = 0; r < n; ++r)
+          f.equal(out.data() + r * bytes, pattern_block(r, bytes, salt).data(), bytes,
+                  at + " allgather");
+      }
+    }
+    if (want(Coll::gatherv) || want(Coll::allgatherv)) {
+      auto mine = pattern_block(me, counts[me], salt);
+      std::vector<std::byte> out(vtotal);
+      if (want(Coll::gatherv)) {
+        coll::gatherv(t.world, mine.data(), counts[me], out.data(), counts, displs, 1, n / 2);
+        if (me == n / 2)
+          for (int r = 0; r < n; ++r)
+            f.equal(out.data() + displs[r], pattern_block(r, counts[r], salt).data(), counts[r],
+                    at + " gatherv");
+      }
+      if (want(Coll::allgatherv)) {
+        coll::allgatherv(t.world, mine.data(), counts[me], out.data(), counts, displs, 1);
+        for (int r = 0; r < n; ++r)
+          f.equal(out.data() + displs[r], pattern_block(r, counts[r], salt).data(), counts[r],
+                  at + " allgatherv");
+      }
+    }
+    if (want(Coll::scatter)) {
+      std::vector<std::byte> in(total), out(bytes);
+      for (int r = 0; r < n; ++r)
+        copy_in(in.data() + r * bytes, pattern_block(r, bytes, salt + 1).data(), bytes);
+      coll::scatter(t.world, in.data(), out.data(), bytes, 0);
+      f.equal(out.data(), pattern_block(me, bytes, salt + 1).data(), bytes, at + " scatter");
+    }
+    if (want(Coll::scatterv)) {
+      std::vector<std::byte> in(vtotal), out(counts[me]);
+      for (int r = 0; r < n; ++r)
+        copy_in(in.data() + displs[r], pattern_block(r, counts[r], salt + 2).data(), counts[r]);
+      coll::scatterv(t.world, in.data(), counts, displs, out.data(), counts[me], 1, n - 1);
+      f.equal(out.data(), pattern_block(me, counts[me], salt + 2).data(), counts[me],
+              at + " scatterv");
+    }
+    if (want(Coll::alltoall) || want(Coll::alltoallv)) {
+      std::vector<std::byte> in(total), out(total);
+      for (int d = 0; d < n; ++d)
+        copy_in(in.data() + d * bytes, pattern_block(me * 64 + d, bytes, salt).data(), bytes);
+      if (want(Coll::alltoall)) {
+        coll::alltoall(t.world, in.data(), out.data(), bytes);
+        for (int s = 0; s < n; ++s)
+          f.equal(out.data() + s * bytes, pattern_block(s * 64 + me, bytes, salt).data(), bytes,
+                  at + " alltoall");
+      }
+      if (want(Coll::alltoallv)) {
+        std::vector<std::size_t> c(n, bytes), d(n);
+        for (int i = 0; i < n; ++i) d[i] = i * bytes;
+        coll::alltoallv(t.world, in.data(), c, d, out.data(), c, d, 1);
+        for (int s = 0; s < n; ++s)
+          f.equal(out.data() + s * bytes, pattern_block(s * 64 + me, bytes, salt).data(), bytes,
+                  at + " alltoallv");
+      }
+    }
+    for (bool block : {false, true}) {
+      if (!want(block ? Coll::reduce_scatter_block : Coll::reduce_scatter)) continue;
+      std::vector<std::size_t> c(n, count);
+      if (!block)
+        for (int i = 0; i < n; ++i) c[i] = count + static_cast<std::size_t>(i % 2);
+      const std::size_t tot = std::accumulate(c.begin(), c.end(), std::size_t{0});
+      std::size_t first = 0;
+      for (int i = 0; i < me; ++i) first += c[i];
+      auto in = input(Type::i64, Op::bxor, me, tot, salt);
+      std::vector<std::byte> out(c[me] * 8);
+      coll::reduce_scatter(t.world, in.data(), out.data(), c, 8, Type::i64, Op::bxor);
+      f.equal(out.data(), reference(Type::i64, Op::bxor, 0, n, first, c[me], salt).data(),
+              out.size(), at + (block ? " reduce_scatter_block" : " reduce_scatter"));
+    }
+  }
+}
+
+}  // namespace
+
+TEST(CollThreads, ForcedByEnvironment_EveryAlgorithmOfEveryCollective) {
+  for (std::size_t i = 0; i < coll::kCollCount; ++i) {
+    const auto k = static_cast<coll::Coll>(i);
+    for (std::string_view name : coll::algo_names(k)) {
+      ScopedEnv force(coll::algo_env_name(k), std::string(name));
+      const std::string label = coll::algo_env_name(k) + "=" + std::string(name);
+      for_rank_counts([&](ThreadRank& t, Failures& f) { every_collective(t, f, k, label); },
+                      {1, 3, 4});
+    }
+  }
+}
+
+TEST(CollThreads, DefaultSelection_EveryCollective_OneToEightRanks) {
+  for_rank_counts(
+      [&](ThreadRank& t, Failures& f) { every_collective(t, f, std::nullopt, "default"); });
+}
