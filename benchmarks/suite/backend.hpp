@@ -4,7 +4,9 @@
 // virtual dispatch on the measured path, and both libraries pay the same harness cost.
 #pragma once
 
+#include <complex>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -13,6 +15,25 @@ namespace bench {
 // Element types and reduction operations of the collective benchmarks (the subset of rmp's
 // that MPI names the same way). Both backends map them to their own types once per call.
 enum class Elem { i8, u8, i16, u16, i32, u32, i64, u64, f32, f64, c32, c64 };
+
+// Calls f(T{}) with the C++ element type behind `e`: one switch per call, outside any loop.
+template <class F>
+void with_elem(Elem e, F&& f) {
+  switch (e) {
+    case Elem::i8: return f(std::int8_t{});
+    case Elem::u8: return f(std::uint8_t{});
+    case Elem::i16: return f(std::int16_t{});
+    case Elem::u16: return f(std::uint16_t{});
+    case Elem::i32: return f(std::int32_t{});
+    case Elem::u32: return f(std::uint32_t{});
+    case Elem::i64: return f(std::int64_t{});
+    case Elem::u64: return f(std::uint64_t{});
+    case Elem::f32: return f(float{});
+    case Elem::f64: return f(double{});
+    case Elem::c32: return f(std::complex<float>{});
+    case Elem::c64: return f(std::complex<double>{});
+  }
+}
 enum class ReduceOp { sum, prod, min, max, land, lor, band, bor, bxor };
 
 std::size_t elem_size(Elem e);

@@ -63,36 +63,6 @@ void Backend::barrier() { impl_->world.barrier(); }
 
 namespace {
 
-// Calls f(T{}) with the rmp element type behind `e`: one switch per call, outside any loop.
-template <class F>
-void with_elem(Elem e, F&& f) {
-  switch (e) {
-    case Elem::i8:
-      return f(std::int8_t{});
-    case Elem::u8:
-      return f(std::uint8_t{});
-    case Elem::i16:
-      return f(std::int16_t{});
-    case Elem::u16:
-      return f(std::uint16_t{});
-    case Elem::i32:
-      return f(std::int32_t{});
-    case Elem::u32:
-      return f(std::uint32_t{});
-    case Elem::i64:
-      return f(std::int64_t{});
-    case Elem::u64:
-      return f(std::uint64_t{});
-    case Elem::f32:
-      return f(float{});
-    case Elem::f64:
-      return f(double{});
-    case Elem::c32:
-      return f(std::complex<float>{});
-    case Elem::c64:
-      return f(std::complex<double>{});
-  }
-}
 
 rmp::Op to_rmp(ReduceOp op) {
   switch (op) {
