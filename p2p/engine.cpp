@@ -253,6 +253,17 @@ int Engine::flush_pending() {
   return n;
 }
 
+void Engine::count_eager(std::size_t bytes, bool inl) {
+  rt::Counters& c = ctx_.counters();
+  if (inl) {
+    ++c.msgs_inline;
+    c.bytes_inline += bytes;
+  } else {
+    ++c.msgs_eager;
+    c.bytes_eager += bytes;
+  }
+}
+
 RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* buf,
                             std::size_t bytes, int dest, int tag, bool sync) {
   Lock g(*this);
@@ -272,13 +283,7 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   if (fits_eager && p.credits >= credit_charge(bytes)) {
     p.credits -= credit_charge(bytes);
     const bool inl = bytes <= inline_threshold_;
-    if (inl) {
-      ++c.msgs_inline;
-      c.bytes_inline += bytes;
-    } else {
-      ++c.msgs_eager;
-      c.bytes_eager += bytes;
-    }
+    count_eager(bytes, inl);
     e.credits = take_owed(p);
     std::span<const std::byte> payload(static_cast<const std::byte*>(buf), bytes);
     if (sync) {
@@ -320,15 +325,8 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
     if (s == rt::TStatus::ok) {
       p.owed -= e.credits;
       p.credits -= credit_charge(bytes);
-      rt::Counters& c = ctx_.counters();
-      if (world == ctx_.rank()) ++c.msgs_self;
-      if (inl) {
-        ++c.msgs_inline;
-        c.bytes_inline += bytes;
-      } else {
-        ++c.msgs_eager;
-        c.bytes_eager += bytes;
-      }
+      if (world == ctx_.rank()) ++ctx_.counters().msgs_self;
+      count_eager(bytes, inl);
       return;
     }
     if (s == rt::TStatus::retry) ++ctx_.counters().ring_full;

@@ -210,6 +210,7 @@ private:
                      bool control);
   int flush_pending();
   std::uint32_t take_owed(Peer& p);
+  void count_eager(std::size_t bytes, bool inline_path);
   void return_credit(Peer& p, int world, std::size_t bytes);
   void send_ack(int world, p2p::Am am, std::uint64_t sid);
 
