@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "p2p/wire.hpp"
+#include "runtime/copy.hpp"
 #include "runtime/log.hpp"
 
 namespace rmp::detail {
@@ -388,11 +389,11 @@ void Engine::deliver_eager(RequestState* r, int peer_world, const EagerHeader& h
                            std::span<const std::byte> payload, bool sync, std::uint64_t sid) {
   r->status = Status{h.src, h.tag, payload.size()};
   if (payload.size() > r->cap) {
-    if (r->cap) std::memcpy(r->buf, payload.data(), r->cap);
+    if (r->cap) rt::copy_bytes(r->buf, payload.data(), r->cap);
     r->status.bytes = r->cap;
     fail(r, Errc::truncate, truncate_message(h.src, h.tag, payload.size(), r->cap));
   } else if (!payload.empty()) {
-    std::memcpy(r->buf, payload.data(), payload.size());
+    rt::copy_bytes(r->buf, payload.data(), payload.size());
   }
   Peer& p = peer(peer_world);
   return_credit(p, peer_world, payload.size());
@@ -485,7 +486,7 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
       u->size = payload.size();
       if (!payload.empty()) {
         u->data.reset(new std::byte[payload.size()]);
-        std::memcpy(u->data.get(), payload.data(), payload.size());
+        rt::copy_bytes(u->data.get(), payload.data(), payload.size());
       }
       c.unexpected_eager_bytes += payload.size();
       c.unexpected_eager_bytes_peak =

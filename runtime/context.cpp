@@ -94,6 +94,7 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     cfg.cma = settings_.shm_cma;
     cfg.copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
                : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks
+               : settings_.shm_copy == ShmCopy::split  ? ShmConfig::Copy::split
                                                        : ShmConfig::Copy::automatic;
     shm_ = make_shm_transport(id(), cfg, sink, counters_);
     std::vector<std::byte> a = shm_->address();
@@ -189,6 +190,8 @@ void Context::print_stats() const {
   add("ring_full", c.ring_full);
   add("shm_gets_single", c.shm_gets_single);
   add("shm_gets_chunks", c.shm_gets_chunks);
+  add("shm_gets_split", c.shm_gets_split);
+  add("shm_split_helped", c.shm_split_helped);
   add("shm_segments", c.shm_segments);
   add("endpoints", c.endpoints);
   s += "\n";

@@ -568,7 +568,7 @@ TEST(ParamsEnvironment, EnvSettings_MalformedValuesNameVariableAndChoices) {
     return "";
   };
   EXPECT_EQ(error_for("RMP_SHM_CMA", "2"), "RMP_SHM_CMA=2: unknown value (allowed 0|1)");
-  EXPECT_NE(error_for("RMP_SHM_COPY", "fast").find("auto|single|chunks"), std::string::npos);
+  EXPECT_NE(error_for("RMP_SHM_COPY", "fast").find("auto|single|chunks|split"), std::string::npos);
   EXPECT_NE(error_for("RMP_LOG", "verbose").find("off|warn|info|debug"), std::string::npos);
   EXPECT_NE(error_for("RMP_TRANSPORTS", "shm,tpc").find("'tpc'"), std::string::npos);
   EXPECT_NE(error_for("RMP_STATS", "json:").find("RMP_STATS=json:"), std::string::npos);

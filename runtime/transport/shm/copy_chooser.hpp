@@ -1,9 +1,11 @@
 // RMP_SHM_COPY=auto: which copy mechanism serves a rendezvous get of a given size, chosen
 // from measurement. On this kind of machine the answer changes at run time: with both cores
 // free and near each other the pipelined double copy runs 2-3x faster than one
-// process_vm_readv; with the cores far apart, or a busy owner, the single copy wins. So the
-// chooser keeps, per power-of-two size class, a moving average of the throughput each
-// mechanism achieved, uses the faster, and keeps re-measuring the other now and then.
+// process_vm_readv; with the cores far apart the double copy's cache-line traffic between the
+// cores collapses it, and the split single copy (both processes copying their share of the
+// message with cross-memory attach) wins. So the chooser keeps, per power-of-two size class,
+// a moving average of the throughput each enabled mechanism achieved, uses the fastest, and
+// keeps re-measuring the others now and then.
 #pragma once
 
 #include <array>
@@ -15,17 +17,33 @@ namespace rmp::rt::shm {
 
 class CopyChooser {
 public:
-  enum class Mode : std::uint8_t { single, chunks };
+  // single: one process_vm_readv by the requester; chunks: pipelined double copy through
+  // shared chunks; split: requester (readv) and owner (writev) copy disjoint pieces at once.
+  enum class Mode : std::uint8_t { single, chunks, split };
+  static constexpr int kModes = 3;
+
+  // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m).
+  explicit CopyChooser(unsigned enabled = 0b111) : enabled_(enabled) {}
 
   // Which mechanism to use for a get of `bytes`.
   Mode choose(std::size_t bytes) {
     Bucket& b = bucket(bytes);
     ++b.uses;
-    for (int m = 0; m < 2; ++m)
+    int best = -1;
+    for (int m = 0; m < kModes; ++m) {
+      if (!(enabled_ >> m & 1)) continue;
       if (b.samples[m] < kWarmup) return static_cast<Mode>(m);
-    const Mode best = b.rate[1] > b.rate[0] ? Mode::chunks : Mode::single;
-    if (b.uses % kExplorePeriod == 0) return best == Mode::chunks ? Mode::single : Mode::chunks;
-    return best;
+      if (best < 0 || b.rate[m] > b.rate[best]) best = m;
+    }
+    if (b.uses % kExplorePeriod == 0) {
+      // Re-measure one of the others, each in turn.
+      const auto turn = static_cast<int>(b.uses / kExplorePeriod % (kModes - 1));
+      for (int k = 0, seen = 0; k < kModes - 1; ++k) {
+        const int m = (best + 1 + (turn + k) % (kModes - 1)) % kModes;
+        if ((enabled_ >> m & 1) && seen++ == 0) return static_cast<Mode>(m);
+      }
+    }
+    return static_cast<Mode>(best);
   }
 
   // A get of `bytes` by `mode` took `seconds`.
@@ -41,19 +59,23 @@ public:
   double rate(Mode mode, std::size_t bytes) { return bucket(bytes).rate[static_cast<int>(mode)]; }
 
 private:
-  static constexpr int kWarmup = 2;               // samples of each before choosing
-  static constexpr std::uint64_t kExplorePeriod = 16;  // 1 in 16 gets re-measures the other
-  static constexpr double kWeight = 0.25;         // moving-average weight of a new sample
+  static constexpr int kWarmup = 2;                    // samples of each before choosing
+  // 1 get in 32 re-measures another mechanism: the placement of the two cores changes every
+  // few tens of seconds, and a mechanism that lost may have become the faster; exploring
+  // more often costs too much (the double copy in the far placement runs at a quarter).
+  static constexpr std::uint64_t kExplorePeriod = 32;
+  static constexpr double kWeight = 0.25;              // moving-average weight of a new sample
 
   struct Bucket {
-    std::array<double, 2> rate{};
-    std::array<std::uint32_t, 2> samples{};
+    std::array<double, kModes> rate{};
+    std::array<std::uint32_t, kModes> samples{};
     std::uint64_t uses = 0;
   };
   Bucket& bucket(std::size_t bytes) {
     const auto i = static_cast<std::size_t>(std::bit_width(bytes | 1));
     return buckets_[i < buckets_.size() ? i : buckets_.size() - 1];
   }
+  unsigned enabled_;
   std::array<Bucket, 48> buckets_{};
 };
 

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <span>
 
+#include "runtime/copy.hpp"
 #include "runtime/transport/transport.hpp"
 
 namespace rmp::rt::shm {
@@ -113,7 +114,7 @@ public:
     if (!inl) {
       std::memcpy(b, &dpos, 8);
       b += 8;
-      std::memcpy(l_.data + (dpos & (l_.data_bytes - 1)), payload.data(), plen);
+      copy_bytes(l_.data + (dpos & (l_.data_bytes - 1)), payload.data(), plen);
       dhead_ = dpos + plen;
     }
     if (!hdr.empty()) std::memcpy(b, hdr.data(), hdr.size());
@@ -194,11 +195,26 @@ struct alignas(kLine) ChunkShared {
   alignas(kLine) std::atomic<std::uint64_t> consumed{0};
 };
 
+// The split single copy: the requester publishes one get at a time here (in its own
+// direction's area) and claims pieces from the front while the owner, told by a message,
+// claims them from the back; both copy their pieces with cross-memory attach at once, and a
+// piece the owner does not come for is copied by the requester. One word holds generation
+// (which get), front and back, so a claim is one compare-and-swap and a stale claim on a
+// finished get fails.
+struct alignas(kLine) SplitShared {
+  std::atomic<std::uint64_t> word{0};  // generation << 32 | front << 16 | back
+  std::atomic<std::uint64_t> src{0}, dst{0}, len{0}, piece{0};
+  alignas(kLine) std::atomic<std::uint32_t> owner_done{0};  // pieces the owner copied
+  std::atomic<std::uint32_t> redo{0};  // 1 + a piece the owner could not copy, or 0
+};
+inline constexpr std::size_t kSplitMinPiece = 16 << 10;
+
 struct ChunkLayout {
   ChunkShared* shared = nullptr;
   std::byte* chunks = nullptr;
   std::size_t nchunks = 0;
   std::size_t chunk_bytes = 0;
+  SplitShared* split = nullptr;
 };
 
 }  // namespace rmp::rt::shm

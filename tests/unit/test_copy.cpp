@@ -1,0 +1,100 @@
+// copy_bytes (the data paths' memcpy without glibc's rep-movsb cliff) and the shm copy
+// chooser (which mechanism serves a rendezvous get, from measured throughput).
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/copy.hpp"
+#include "runtime/transport/shm/copy_chooser.hpp"
+
+using rmp::rt::copy_bytes;
+using rmp::rt::shm::CopyChooser;
+using Mode = CopyChooser::Mode;
+
+namespace {
+
+// Copies n bytes between every pair of source and destination offsets that matter to a
+// vector copy (aligned, a few bytes off, one short of a vector) and checks every byte of the
+// destination, including guard bytes on both sides that must stay untouched.
+void check_copy(std::size_t n) {
+  const std::size_t offsets[] = {0, 1, 3, 15, 16, 17, 31, 32, 33, 63};
+  std::vector<std::byte> src(n + 128), dst(n + 256);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + 7);
+  for (std::size_t so : offsets) {
+    for (std::size_t d : offsets) {
+      const std::size_t doff = d + 64;  // room for the guard before
+      std::fill(dst.begin(), dst.end(), std::byte{0xEE});
+      copy_bytes(dst.data() + doff, src.data() + so, n);
+      for (std::size_t i = 0; i < dst.size(); ++i) {
+        const bool inside = i >= doff && i < doff + n;
+        const std::byte want = inside ? src[so + i - doff] : std::byte{0xEE};
+        ASSERT_EQ(dst[i], want) << "n=" << n << " src+" << so << " dst+" << d << " byte " << i;
+      }
+    }
+  }
+}
+
+TEST(CopyBytes, EverySizeUpToFourKiB) {
+  for (std::size_t n = 0; n <= 4200; n += (n < 300 ? 1 : 37)) check_copy(n);
+}
+
+TEST(CopyBytes, ThresholdEdgesAndLarge) {
+  for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
+    check_copy(n);
+}
+
+// Throughput the fake clock reports for each mechanism.
+struct FakeRates {
+  double single, chunks, split;
+  double of(Mode m) const {
+    return m == Mode::single ? single : m == Mode::chunks ? chunks : split;
+  }
+};
+
+// Runs n gets of `bytes` through the chooser with the given rates; counts uses per mode.
+std::vector<int> run(CopyChooser& c, const FakeRates& r, std::size_t bytes, int n) {
+  std::vector<int> uses(3);
+  for (int i = 0; i < n; ++i) {
+    const Mode m = c.choose(bytes);
+    ++uses[static_cast<int>(m)];
+    c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
+  }
+  return uses;
+}
+
+TEST(CopyChooser, PicksTheFastestAndKeepsMeasuringTheOthers) {
+  CopyChooser c;
+  const auto uses = run(c, {8e9, 4e9, 16e9}, 1 << 20, 3200);
+  EXPECT_GT(uses[2], 3000) << "split is fastest";
+  EXPECT_GE(uses[0], 40) << "single is re-measured now and then";
+  EXPECT_GE(uses[1], 40) << "chunks is re-measured now and then";
+}
+
+TEST(CopyChooser, FollowsAChangeOfPlacement) {
+  CopyChooser c;
+  run(c, {8e9, 4e9, 16e9}, 1 << 20, 1000);
+  // The cores moved close together: the double copy is now the fastest by far.
+  const auto uses = run(c, {8e9, 30e9, 16e9}, 1 << 20, 2000);
+  EXPECT_GT(uses[1], 1600);
+}
+
+TEST(CopyChooser, SizeClassesAreIndependent) {
+  CopyChooser c;
+  run(c, {8e9, 30e9, 16e9}, 64 << 10, 500);
+  const auto big = run(c, {8e9, 4e9, 16e9}, 4 << 20, 500);
+  EXPECT_GT(big[2], 400);
+  const auto small = run(c, {8e9, 30e9, 16e9}, 64 << 10, 500);
+  EXPECT_GT(small[1], 400);
+}
+
+TEST(CopyChooser, UsesOnlyEnabledMechanisms) {
+  CopyChooser c(1u << static_cast<int>(Mode::chunks));  // no cross-memory attach
+  const auto uses = run(c, {80e9, 1e9, 80e9}, 1 << 20, 500);
+  EXPECT_EQ(uses[0], 0);
+  EXPECT_EQ(uses[2], 0);
+  EXPECT_EQ(uses[1], 500);
+}
+
+}  // namespace
