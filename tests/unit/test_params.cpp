@@ -469,10 +469,19 @@ TEST(ParamsTransport, ShmRows_NotApplicableKnobsSayNa) {
   EXPECT_EQ(row(set, "srq_size").value, "n/a");
   EXPECT_TRUE(note(set, "cq_depth").empty());  // the raise is verbs business
   EXPECT_EQ(row(set, "sq_depth").value, "128");
-  EXPECT_EQ(row(set, "fragment_size").value, "131072");
+  EXPECT_EQ(row(set, "fragment_size").value, "524288");  // shm's own default chunk
   EXPECT_EQ(row(set, "inline_threshold").value, "256");
   EXPECT_EQ(set.values.lanes, 1u);  // Params still carries a value
   EXPECT_EQ(set.values.cq_depth, 320u);
+}
+
+TEST(ParamsTransport, FragmentDefaultIsPerTransport_ExplicitValueWins) {
+  EXPECT_EQ(resolve_params(make_input("shm", {})).values.fragment_size, 524288u);
+  EXPECT_EQ(resolve_params(make_input("", {})).values.fragment_size, 131072u);
+  EXPECT_EQ(resolve_params(make_input("tcp", {})).values.fragment_size, 131072u);
+  const ParamSet set = resolve_params(make_input("shm", {{"RMP_FRAGMENT_SIZE", "65536"}}));
+  EXPECT_EQ(set.values.fragment_size, 65536u);
+  EXPECT_EQ(row(set, "fragment_size").source, "env");
 }
 
 TEST(ParamsTransport, LanesDoNotMultiplyQueuesWhereNotApplicable) {

@@ -29,6 +29,10 @@ public:
   Mode choose(std::size_t bytes) {
     Bucket& b = bucket(bytes);
     ++b.uses;
+    if (b.explore_left > 0) {
+      --b.explore_left;
+      return b.explore_mode;
+    }
     int best = -1;
     for (int m = 0; m < kModes; ++m) {
       if (!(enabled_ >> m & 1)) continue;
@@ -36,11 +40,16 @@ public:
       if (best < 0 || b.rate[m] > b.rate[best]) best = m;
     }
     if (b.uses % kExplorePeriod == 0) {
-      // Re-measure one of the others, each in turn.
+      // Re-measure one of the others, each in turn, for a short burst: a pipelined
+      // mechanism is only as fast as it looks when the get before it used it too.
       const auto turn = static_cast<int>(b.uses / kExplorePeriod % (kModes - 1));
       for (int k = 0, seen = 0; k < kModes - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (kModes - 1)) % kModes;
-        if ((enabled_ >> m & 1) && seen++ == 0) return static_cast<Mode>(m);
+        if ((enabled_ >> m & 1) && seen++ == 0) {
+          b.explore_mode = static_cast<Mode>(m);
+          b.explore_left = kBurst - 1;
+          return b.explore_mode;
+        }
       }
     }
     return static_cast<Mode>(best);
@@ -60,16 +69,20 @@ public:
 
 private:
   static constexpr int kWarmup = 2;                    // samples of each before choosing
-  // 1 get in 32 re-measures another mechanism: the placement of the two cores changes every
-  // few tens of seconds, and a mechanism that lost may have become the faster; exploring
-  // more often costs too much (the double copy in the far placement runs at a quarter).
-  static constexpr std::uint64_t kExplorePeriod = 32;
+  // A burst of 4 gets in 64 re-measures another mechanism: the placement of the two cores
+  // changes every few tens of seconds, and a mechanism that lost may have become the faster;
+  // exploring more often costs too much (the double copy in the far placement runs at a
+  // quarter of the split copy's speed).
+  static constexpr std::uint64_t kExplorePeriod = 64;
+  static constexpr int kBurst = 4;
   static constexpr double kWeight = 0.25;              // moving-average weight of a new sample
 
   struct Bucket {
     std::array<double, kModes> rate{};
     std::array<std::uint32_t, kModes> samples{};
     std::uint64_t uses = 0;
+    int explore_left = 0;
+    Mode explore_mode = Mode::single;
   };
   Bucket& bucket(std::size_t bytes) {
     const auto i = static_cast<std::size_t>(std::bit_width(bytes | 1));

@@ -188,8 +188,8 @@ private:
   std::uint64_t pos_ = 0;
 };
 
-// Chunk ring of the pipelined copy: the owner of the data fills chunks while the requester
-// drains them, both copying at once.
+// Chunk area of the pipelined copy, used as a byte ring: the owner of the data appends while
+// the requester drains, both copying at once. Positions count bytes.
 struct alignas(kLine) ChunkShared {
   std::atomic<std::uint64_t> produced{0};
   alignas(kLine) std::atomic<std::uint64_t> consumed{0};

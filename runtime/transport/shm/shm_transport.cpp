@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -183,10 +184,11 @@ private:
   RingProducer out_;
   RingConsumer in_;
   ChunkLayout out_chunks_, in_chunks_;
-  std::uint64_t produced_ = 0, consumed_cache_ = 0;  // as owner (out_chunks_)
-  std::uint64_t consumed_ = 0, produced_cache_ = 0;  // as requester (in_chunks_)
+  std::uint64_t produced_ = 0, consumed_cache_ = 0;  // as owner (out_chunks_), in bytes
+  std::uint64_t consumed_ = 0, produced_cache_ = 0;  // as requester (in_chunks_), in bytes
   std::deque<GetJob> gets_;
   Clock::time_point last_get_done_{};  // end of the previous get, any mechanism
+  std::optional<CopyChooser::Mode> last_get_mode_;  // and its mechanism
   std::deque<ServeJob> serve_;
   std::deque<PendingCtl> ctl_;
   // Split gets (as requester): the front one is published in out_chunks_.split.
@@ -430,24 +432,34 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
 
 void ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted) {
   const Clock::time_point now = Clock::now();
-  t_.record_copy(m, len, now - std::max(posted, last_get_done_));
+  // The first get after a change of mechanism found the pipeline empty: not a fair sample.
+  if (m == last_get_mode_) t_.record_copy(m, len, now - std::max(posted, last_get_done_));
   last_get_done_ = now;
+  last_get_mode_ = m;
 }
 
+// The chunk area is a byte ring: the owner appends the bytes of consecutive gets in steps of
+// at most one chunk (fragment_size), the requester drains whatever is there. Small gets thus
+// share the ring (many in flight at once) and large ones still overlap both copies.
 int ShmEndpoint::serve_chunks() {
   int n = 0;
   ChunkShared* sh = out_chunks_.shared;
+  const std::size_t ring = out_chunks_.nchunks * out_chunks_.chunk_bytes;
   while (!serve_.empty()) {
     ServeJob& j = serve_.front();
-    if (produced_ - consumed_cache_ >= out_chunks_.nchunks) {
+    std::size_t room = ring - static_cast<std::size_t>(produced_ - consumed_cache_);
+    if (room == 0) {
       consumed_cache_ = sh->consumed.load(std::memory_order_acquire);
-      if (produced_ - consumed_cache_ >= out_chunks_.nchunks) break;
+      room = ring - static_cast<std::size_t>(produced_ - consumed_cache_);
+      if (room == 0) break;
     }
-    const std::size_t len = std::min(out_chunks_.chunk_bytes, j.len - j.off);
-    copy_bytes(out_chunks_.chunks + (produced_ % out_chunks_.nchunks) * out_chunks_.chunk_bytes,
-                j.src + j.off, len);
+    const std::size_t at = static_cast<std::size_t>(produced_ % ring);
+    const std::size_t len =
+        std::min({out_chunks_.chunk_bytes, j.len - j.off, room, ring - at});
+    copy_bytes(out_chunks_.chunks + at, j.src + j.off, len);
     j.off += len;
-    sh->produced.store(++produced_, std::memory_order_release);
+    produced_ += len;
+    sh->produced.store(produced_, std::memory_order_release);
     ++n;
     if (j.off == j.len) serve_.pop_front();
   }
@@ -457,18 +469,20 @@ int ShmEndpoint::serve_chunks() {
 int ShmEndpoint::drain_chunks() {
   int n = 0;
   ChunkShared* sh = in_chunks_.shared;
+  const std::size_t ring = in_chunks_.nchunks * in_chunks_.chunk_bytes;
   while (!gets_.empty()) {
     GetJob& j = gets_.front();
     if (consumed_ == produced_cache_) {
       produced_cache_ = sh->produced.load(std::memory_order_acquire);
       if (consumed_ == produced_cache_) break;
     }
-    const std::size_t len = std::min(in_chunks_.chunk_bytes, j.len - j.off);
-    copy_bytes(j.dst + j.off,
-                in_chunks_.chunks + (consumed_ % in_chunks_.nchunks) * in_chunks_.chunk_bytes,
-                len);
+    const std::size_t at = static_cast<std::size_t>(consumed_ % ring);
+    const std::size_t len = std::min({static_cast<std::size_t>(produced_cache_ - consumed_),
+                                      j.len - j.off, ring - at});
+    copy_bytes(j.dst + j.off, in_chunks_.chunks + at, len);
     j.off += len;
-    sh->consumed.store(++consumed_, std::memory_order_release);
+    consumed_ += len;
+    sh->consumed.store(consumed_, std::memory_order_release);
     ++t_.counters().rndv_fragments;
     ++n;
     if (j.off == j.len) {
