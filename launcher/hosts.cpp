@@ -99,6 +99,12 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
   return hosts;
 }
 
+std::string this_host_name() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
 bool is_this_node(std::string_view name) {
   if (name == "localhost" || name == "localhost.localdomain" || name == "::1" ||
       name.starts_with("127.")) {

@@ -27,4 +27,7 @@ std::vector<HostSlots> read_hostfile(const std::string& path);
 // resolver, and a name that only DNS could tie to this node is treated as another node.
 bool is_this_node(std::string_view name);
 
+// This machine's host name (as failure messages name it).
+std::string this_host_name();
+
 }  // namespace rmp::launcher

@@ -4,6 +4,7 @@
 // stdout/stderr pipes, a signalfd for SIGCHLD/SIGINT/SIGTERM/SIGHUP, and stdin when it is a
 // terminal. Deadlines (--timeout, the grace periods) are checked after every wake-up.
 #include "launcher/job.hpp"
+#include "launcher/hosts.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -472,7 +473,8 @@ private:
     // A finalize or abort sent just before exiting may still sit in the socket.
     kvs_->drain(r);
     kvs_->rank_exited(r);
-    const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(rank.pid) + ")";
+    const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(rank.pid) +
+                            " on " + host_ + ")";
     if (WIFSIGNALED(status)) {
       fail(128 + WTERMSIG(status), who + " killed by signal " + signal_text(WTERMSIG(status)));
     } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
@@ -587,6 +589,7 @@ private:
   const JobSpec& spec_;
   const std::string token_;
   const std::string job_id_;
+  const std::string host_ = this_host_name();  // failure messages name it
   SignalSetup signals_;  // first: signals are blocked before any child exists
   SocketDir dir_;
   EventLoop loop_;

@@ -63,6 +63,7 @@ crash_sigsegv)  # the crash is named, the others (blocked in a fence) are stoppe
   expect_rc 139
   expect_err "rlaunch: rank 1 (pid "
   expect_err "killed by signal 11 (SIGSEGV)"
+  expect_err " on $(hostname)) killed by"  # the host is named too
   expect_faster_than 5000
   expect_no_survivors
   ;;
