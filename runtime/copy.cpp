@@ -10,7 +10,7 @@ namespace rmp::rt {
 namespace {
 
 #if defined(__x86_64__)
-// Both copy n ≥ 64 bytes: one unaligned head and tail vector (loaded first, stored last,
+// Copies n ≥ 64 bytes: one unaligned head and tail vector (loaded first, stored last,
 // covering whatever the aligned loop leaves at either end), aligned stores in between.
 __attribute__((target("avx2"))) void copy_avx2(std::byte* d, const std::byte* s,
                                                std::size_t n) {
@@ -39,36 +39,11 @@ __attribute__((target("avx2"))) void copy_avx2(std::byte* d, const std::byte* s,
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(last), tail);
 }
 
-void copy_sse2(std::byte* d, const std::byte* s, std::size_t n) {
-  const __m128i head = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-  const __m128i tail = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + n - 16));
-  std::byte* const first = d;
-  std::byte* const last = d + n - 16;
-  const std::size_t skip = 16 - (reinterpret_cast<std::uintptr_t>(d) & 15);
-  d += skip;
-  s += skip;
-  n -= skip;
-  for (; n >= 64; d += 64, s += 64, n -= 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
-    _mm_store_si128(reinterpret_cast<__m128i*>(d), a);
-    _mm_store_si128(reinterpret_cast<__m128i*>(d + 16), b);
-    _mm_store_si128(reinterpret_cast<__m128i*>(d + 32), c);
-    _mm_store_si128(reinterpret_cast<__m128i*>(d + 48), e);
-  }
-  for (; n >= 16; d += 16, s += 16, n -= 16)
-    _mm_store_si128(reinterpret_cast<__m128i*>(d),
-                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(first), head);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(last), tail);
-}
-
 using CopyFn = void (*)(std::byte*, const std::byte*, std::size_t);
 const CopyFn kCopy = [] {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? &copy_avx2 : &copy_sse2;
+  // Without AVX2 (older than every machine this is tuned on) glibc's memcpy it is.
+  return __builtin_cpu_supports("avx2") ? &copy_avx2 : CopyFn{};
 }();
 #endif
 
@@ -76,10 +51,12 @@ const CopyFn kCopy = [] {
 
 void copy_large(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
-  kCopy(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
-#else
-  std::memcpy(dst, src, n);
+  if (kCopy) {
+    kCopy(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+    return;
+  }
 #endif
+  std::memcpy(dst, src, n);
 }
 
 }  // namespace rmp::rt

@@ -4,7 +4,8 @@
 // bytes above the source modulo 4 KiB — exactly a page-aligned shared chunk copied into a
 // malloc'd buffer at page + 16. Which case a run hit depended on where malloc placed the
 // buffers, so the same benchmark gave 4 or 28 GB/s. Vector loads and stores have no such
-// cliff, so large copies go through them; small ones stay with memcpy.
+// cliff, so large copies go through AVX2 loads and stores (memcpy on CPUs without AVX2);
+// small ones stay with memcpy.
 #pragma once
 
 #include <cstddef>
