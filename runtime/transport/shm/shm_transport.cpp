@@ -345,7 +345,7 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
     return;
   }
   PendingCtl p{am, {}, payload, done};
-  std::memcpy(p.hdr.data(), hdr.data(), std::min(hdr.size(), p.hdr.size()));
+  if (!hdr.empty()) std::memcpy(p.hdr.data(), hdr.data(), std::min(hdr.size(), p.hdr.size()));
   ctl_.push_back(p);
   t_.mark_busy(this);
 }
