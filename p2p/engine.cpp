@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "p2p/match.hpp"
 #include "p2p/wire.hpp"
 #include "runtime/copy.hpp"
 #include "runtime/log.hpp"
@@ -32,10 +33,6 @@ std::size_t credit_charge(std::size_t bytes) {
   return (bytes + kCreditUnit - 1) / kCreditUnit * kCreditUnit + kCreditUnit;
 }
 
-bool matches(int want_src, int want_tag, int src, int tag) {
-  return (want_src == any_source || want_src == src) && (want_tag == any_tag || want_tag == tag);
-}
-
 std::string truncate_message(int src, int tag, std::size_t msg, std::size_t cap) {
   return "receive: message from rank " + std::to_string(src) + " with tag " +
          std::to_string(tag) + " has " + std::to_string(msg) +
@@ -59,42 +56,8 @@ struct Engine::Unexpected {
   RtsHeader rts{};
 };
 
-// Intrusive FIFO list (prev/next members); O(1) append and unlink.
-template <class T>
-struct Fifo {
-  T* head = nullptr;
-  T* tail = nullptr;
-  std::size_t n = 0;
-  void push_back(T* x) {
-    x->next = nullptr;
-    x->prev = tail;
-    (tail ? tail->next : head) = x;
-    tail = x;
-    ++n;
-  }
-  void unlink(T* x) {
-    (x->prev ? x->prev->next : head) = x->next;
-    (x->next ? x->next->prev : tail) = x->prev;
-    x->prev = x->next = nullptr;
-    --n;
-  }
-};
-
-struct Engine::MatchQueues {
-  Fifo<RequestState> posted;
-  Fifo<Unexpected> unexpected;
-
-  Unexpected* find_unexpected(int src, int tag) const {
-    for (Unexpected* u = unexpected.head; u; u = u->next)
-      if (matches(src, tag, u->h.src, u->h.tag)) return u;
-    return nullptr;
-  }
-  RequestState* find_posted(int src, int tag) const {
-    for (RequestState* r = posted.head; r; r = r->next)
-      if (matches(r->src, r->tag, src, tag)) return r;
-    return nullptr;
-  }
-};
+// The queues of one context: the matching unit (p2p/match.hpp) over this engine's records.
+struct Engine::MatchQueues : p2p::MatchQueues<RequestState, Unexpected> {};
 
 // A message that found no room in the transport; kept in order per peer.
 struct Engine::Pending {

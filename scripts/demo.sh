@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # rmp demo on a fresh Debian 12 machine: installs what is missing, builds Release into build/,
-# runs the ring example on 4 ranks and prints a short rmp-vs-OpenMPI latency/bandwidth table.
+# runs the ring example on 4 ranks and prints a short latency/bandwidth table of rmp against
+# OpenMPI and MPICH.
 #   scripts/demo.sh            (RMP_BUILD_DIR=DIR scripts/demo.sh builds elsewhere)
 set -euo pipefail
 
@@ -22,7 +23,8 @@ rlaunch="$(sed -n 's/^RLAUNCH=//p' "$build/benchmarks/bench_paths.txt")"
 step "3/4 ring example: rlaunch -n 4 examples/ring"
 "$rlaunch" -n 4 "$build/examples/ring"
 
-step "4/4 rmp vs OpenMPI, quick: 8 B, 4 KiB, 64 KiB, 1 MiB, 4 MiB"
-"$repo/benchmarks/compare" --build-dir "$build" --no-build --quick --sizes 8,4K,64K,1M,4M
+step "4/4 rmp vs OpenMPI and MPICH, quick: 8 B, 4 KiB, 64 KiB, 1 MiB, 4 MiB"
+"$repo/benchmarks/compare" --build-dir "$build" --no-build --quick --sizes 8,4K,64K,1M,4M \
+  --tests latency,bandwidth
 
 printf '\ndemo: done. Full comparison: benchmarks/compare --build-dir %s\n' "$build"

@@ -9,7 +9,9 @@ packages=(
   libgtest-dev libgmock-dev googletest        # unit tests
   libbenchmark-dev                            # micro-benchmarks of hot paths
   libibverbs-dev librdmacm-dev                # verbs transport
-  openmpi-bin libopenmpi-dev                  # the reference for benchmarks/compare
+  openmpi-bin libopenmpi-dev                  # peers of benchmarks/compare: OpenMPI and
+  mpich libmpich-dev                          #   MPICH (coexist: mpicxx.openmpi, mpicxx.mpich)
+  gnuplot-nox                                 # benchmarks/compare's plots
 )
 
 missing=()

@@ -50,7 +50,7 @@ public:
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  static const char* name();  // "rmp" or "mpi"
+  static const char* name();  // "rmp", "openmpi" or "mpich"
 
   int rank() const;
   int size() const;
@@ -78,6 +78,9 @@ public:
   void allgather(const void* in, void* out, std::size_t count, Elem e);
   void alltoall(const void* in, void* out, std::size_t count, Elem e);
   void reduce_scatter_block(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);
+
+  // Non-blocking allreduce: joins the pending set like isend/irecv; waitall() completes it.
+  void iallreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);
 
   double wtime();  // seconds
 

@@ -134,6 +134,14 @@ void Backend::reduce_scatter_block(const void* in, void* out, std::size_t count,
   });
 }
 
+void Backend::iallreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op) {
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->pending.push_back(impl_->world.iallreduce(static_cast<const T*>(in),
+                                                     static_cast<T*>(out), count, to_rmp(op)));
+  });
+}
+
 double Backend::wtime() { return rmp::wtime(); }
 
 void Backend::abort(int code) { rmp::abort(code, "benchmark aborted"); }

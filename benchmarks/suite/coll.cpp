@@ -10,12 +10,16 @@
 //     rank receives from / sends to each peer, or its share of the result);
 //   - after timing, one untimed call on rank-dependent values is checked element by element
 //     against a reference computed here; a wrong result makes the program exit 1.
+//   - iallreduce_overlap: how much of a non-blocking allreduce hides behind compute (%).
 // Element type (--type, default double), reduction (--op, default sum) and root (--root,
-// default 0) are options. Built once per backend: bench_coll_rmp, bench_coll_mpi.
+// default 0) are options. Built once per backend: bench_coll_rmp, bench_coll_openmpi,
+// bench_coll_mpich.
+#include <algorithm>
 #include <chrono>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -36,7 +40,6 @@ template <class T>
 inline constexpr bool is_complex_v = false;
 template <class R>
 inline constexpr bool is_complex_v<std::complex<R>> = true;
-
 
 // ---- Values and the reference reduction -----------------------------------------------------
 // Small integers only: every sum, product, min and max of them is exact in every element
@@ -230,57 +233,111 @@ std::size_t elements(const Context& c, std::size_t bytes) {
 
 std::size_t ranks(const Context& c) { return static_cast<std::size_t>(c.b.size()); }
 
+// What a typed test reads from its context for one size: the library, the element count,
+// the element type and the reduction. Used as `const auto [b, n, e, op] = typed(c, bytes);`.
+struct Typed {
+  Backend& b;
+  std::size_t n;
+  Elem e;
+  ReduceOp op;
+};
+Typed typed(Context& c, std::size_t bytes) {
+  return Typed{c.b, elements(c, bytes), c.opt.elem, c.opt.op};
+}
+
 // ---- Tests --------------------------------------------------------------------------------
 
-double allreduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
+// The untimed check of a reduction: every rank contributes reduce_input() at `in_count`
+// elements, `call(in, out)` reduces, and the `bytes` of `out` must equal the reference from
+// element `first` on wherever `has_result` says the result lands (allreduce, reduce: the whole
+// vector from 0; reduce_scatter_block: this rank's block).
+template <class Call>
+void check_reduction(Context& c, const char* test, std::size_t bytes, std::size_t in_count,
+                     std::size_t first, bool has_result, const char* where, Call&& call) {
   Backend& b = c.b;
   const std::size_t n = elements(c, bytes);
-  const Elem e = c.opt.elem;
   const ReduceOp op = c.opt.op;
+  with_elem(c.opt.elem, [&](auto tag) {
+    using T = decltype(tag);
+    void* in = c.sbuf.region(0, in_count * sizeof(T));
+    void* out = c.rbuf.region(0, bytes);
+    fill<T>(in, in_count,
+            [&](std::size_t i) { return reduce_input<T>(op, b.rank(), b.size(), i); });
+    fill<T>(out, n, [](std::size_t) { return T{}; });
+    call(in, out);
+    if (has_result) {
+      check<T>(c, test, bytes, out, n, where,
+               [&](std::size_t i) { return reference<T>(op, b.size(), first + i); });
+    }
+  });
+}
+
+double allreduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
+  const auto [b, n, e, op] = typed(c, bytes);
   const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
     b.allreduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op);
   });
-  with_elem(e, [&](auto tag) {
-    using T = decltype(tag);
-    void* in = c.sbuf.region(0, bytes);
-    void* out = c.rbuf.region(0, bytes);
-    fill<T>(in, n, [&](std::size_t i) { return reduce_input<T>(op, b.rank(), b.size(), i); });
-    fill<T>(out, n, [](std::size_t) { return T{}; });
-    b.allreduce(in, out, n, e, op);
-    check<T>(c, "allreduce", bytes, out, n, "result",
-             [&](std::size_t i) { return reference<T>(op, b.size(), i); });
-  });
+  check_reduction(c, "allreduce", bytes, n, 0, true, "result",
+                  [&](const void* in, void* out) { b.allreduce(in, out, n, e, op); });
   return us;
 }
 
 double reduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
-  Backend& b = c.b;
-  const std::size_t n = elements(c, bytes);
-  const Elem e = c.opt.elem;
-  const ReduceOp op = c.opt.op;
+  const auto [b, n, e, op] = typed(c, bytes);
   const int root = c.opt.root;
   const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
     b.reduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op, root);
   });
-  with_elem(e, [&](auto tag) {
-    using T = decltype(tag);
-    void* in = c.sbuf.region(0, bytes);
-    void* out = c.rbuf.region(0, bytes);
-    fill<T>(in, n, [&](std::size_t i) { return reduce_input<T>(op, b.rank(), b.size(), i); });
-    fill<T>(out, n, [](std::size_t) { return T{}; });
-    b.reduce(in, out, n, e, op, root);
-    if (b.rank() == root) {
-      check<T>(c, "reduce", bytes, out, n, "result at the root",
-               [&](std::size_t i) { return reference<T>(op, b.size(), i); });
-    }
-  });
+  check_reduction(c, "reduce", bytes, n, 0, b.rank() == root, "result at the root",
+                  [&](const void* in, void* out) { b.reduce(in, out, n, e, op, root); });
   return us;
 }
 
+// Spins on arithmetic for `seconds` of wall time, as OSU's dummy compute: the work a
+// non-blocking collective should overlap with. Calls nothing of the library.
+void compute_for(Backend& b, double seconds) {
+  const double t0 = b.wtime();
+  volatile double x = 1.0;
+  while (b.wtime() - t0 < seconds) {
+    for (int k = 0; k < 64; ++k) x = x * 1.0000001 + 1e-9;
+  }
+}
+
+// osu_iallreduce: the pure time of iallreduce + wait, then compute of that length alone, then
+// iallreduce started, the same compute, wait. Overlap % = 100 · (1 − (overlapped − compute) /
+// pure), at least 0: 100 means the collective finished entirely behind the compute, 0 that it
+// only moved while the rank waited. Each of the three is averaged over the ranks (time_calls).
+double iallreduce_overlap(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
+  const auto [b, n, e, op] = typed(c, bytes);
+  auto start = [&](std::size_t i) {
+    b.iallreduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op);
+  };
+  const double pure = time_calls(c, iters, warmup, [&](std::size_t i) {
+    start(i);
+    b.waitall();
+  });
+  const double seconds = pure * 1e-6;
+  const double compute =
+      time_calls(c, iters, warmup, [&](std::size_t) { compute_for(b, seconds); });
+  const double overlapped = time_calls(c, iters, warmup, [&](std::size_t i) {
+    start(i);
+    compute_for(b, seconds);
+    b.waitall();
+  });
+  check_reduction(c, "iallreduce_overlap", bytes, n, 0, true, "result",
+                  [&](const void* in, void* out) {
+                    b.iallreduce(in, out, n, e, op);
+                    b.waitall();
+                  });
+  if (b.rank() == 0) {
+    std::printf("# iallreduce_overlap %zu pure_us=%.3f compute_us=%.3f overlapped_us=%.3f\n",
+                bytes, pure, compute, overlapped);
+  }
+  return std::max(0.0, 100.0 * (1.0 - (overlapped - compute) / pure));
+}
+
 double bcast(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
-  Backend& b = c.b;
-  const std::size_t n = elements(c, bytes);
-  const Elem e = c.opt.elem;
+  const auto [b, n, e, op] = typed(c, bytes);
   const int root = c.opt.root;
   const double us = time_calls(
       c, iters, warmup, [&](std::size_t i) { b.bcast(c.sbuf.region(i, bytes), n, e, root); });
@@ -301,9 +358,7 @@ double bcast(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmu
 }
 
 double allgather(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
-  Backend& b = c.b;
-  const std::size_t n = elements(c, bytes);
-  const Elem e = c.opt.elem;
+  const auto [b, n, e, op] = typed(c, bytes);
   const std::size_t all = bytes * ranks(c);
   const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
     b.allgather(c.sbuf.region(i, bytes), c.rbuf.region(i, all), n, e);
@@ -323,9 +378,7 @@ double allgather(Context& c, std::size_t bytes, std::size_t iters, std::size_t w
 }
 
 double alltoall(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
-  Backend& b = c.b;
-  const std::size_t n = elements(c, bytes);
-  const Elem e = c.opt.elem;
+  const auto [b, n, e, op] = typed(c, bytes);
   const std::size_t p = ranks(c);
   const std::size_t all = bytes * p;
   const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
@@ -347,26 +400,14 @@ double alltoall(Context& c, std::size_t bytes, std::size_t iters, std::size_t wa
 }
 
 double reduce_scatter_block(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
-  Backend& b = c.b;
-  const std::size_t n = elements(c, bytes);
-  const Elem e = c.opt.elem;
-  const ReduceOp op = c.opt.op;
+  const auto [b, n, e, op] = typed(c, bytes);
   const std::size_t all = bytes * ranks(c);
   const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
     b.reduce_scatter_block(c.sbuf.region(i, all), c.rbuf.region(i, bytes), n, e, op);
   });
-  with_elem(e, [&](auto tag) {
-    using T = decltype(tag);
-    void* in = c.sbuf.region(0, all);
-    void* out = c.rbuf.region(0, bytes);
-    const std::size_t first = static_cast<std::size_t>(b.rank()) * n;
-    fill<T>(in, n * ranks(c),
-            [&](std::size_t i) { return reduce_input<T>(op, b.rank(), b.size(), i); });
-    fill<T>(out, n, [](std::size_t) { return T{}; });
-    b.reduce_scatter_block(in, out, n, e, op);
-    check<T>(c, "reduce_scatter_block", bytes, out, n, "this rank's block",
-             [&](std::size_t i) { return reference<T>(op, b.size(), first + i); });
-  });
+  check_reduction(c, "reduce_scatter_block", bytes, n * ranks(c),
+                  static_cast<std::size_t>(b.rank()) * n, true, "this rank's block",
+                  [&](const void* in, void* out) { b.reduce_scatter_block(in, out, n, e, op); });
   return us;
 }
 
@@ -428,6 +469,10 @@ int main(int argc, char** argv) {
       {"reduce_scatter_block", "us",
        "size() blocks of BYTES reduced, block r to rank r (osu_reduce_scatter_block)", small,
        reduce_scatter_block},
+      {"iallreduce_overlap", "%",
+       "iallreduce overlapped with compute of its own length: overlap % (osu_iallreduce)",
+       bench::IterPolicy{.base = 200, .warmup = 20, .large_threshold = 8192, .min_large = 20},
+       iallreduce_overlap},
       {"barrier", "us", "back-to-back barriers, no size (osu_barrier)",
        bench::IterPolicy{.base = 1000, .warmup = 100, .large_threshold = 8192, .min_large = 50},
        barrier, /*sizeless=*/true},

@@ -229,6 +229,7 @@ Options parse(int argc, char** argv, const SuiteSpec& spec, const std::vector<Te
     } else if (!a.empty() && a[0] == '-') {
       throw UsageError("unknown option '" + std::string(a) + "' (see --help)");
     } else if (a == "all") {
+      o.all_tests = true;
       for (const Test& t : tests) o.tests.push_back(t.name);
     } else {
       const bool known =
@@ -238,6 +239,7 @@ Options parse(int argc, char** argv, const SuiteSpec& spec, const std::vector<Te
     }
   }
   if (o.tests.empty()) {
+    o.all_tests = true;
     for (const Test& t : tests) o.tests.push_back(t.name);
   }
   const std::size_t unit = spec.typed ? elem_size(o.elem) : 1;
@@ -355,12 +357,25 @@ void report_validation_failure(Backend& b, std::string_view test, std::size_t by
   g_validation_failed = true;
 }
 
-int run_suite(Backend& b, std::string_view program, const std::vector<Test>& tests, int argc,
-              char** argv) {
-  SuiteSpec spec;
-  spec.program = program;
-  return run_suite(b, spec, tests, argc, argv);
+namespace {
+
+// Why `t` cannot run on `ranks` ranks, or empty when it can.
+std::string rank_mismatch(const Test& t, int ranks) {
+  if (t.exact_ranks > 0 && ranks != t.exact_ranks) {
+    return t.name + " needs exactly " + std::to_string(t.exact_ranks) + " ranks, got " +
+           std::to_string(ranks);
+  }
+  if (t.even_ranks && ranks % 2 != 0) {
+    return t.name + " needs an even number of ranks (pairs), got " + std::to_string(ranks);
+  }
+  return {};
 }
+
+const Test& find_test(const std::vector<Test>& tests, const std::string& name) {
+  return *std::find_if(tests.begin(), tests.end(), [&](const Test& x) { return x.name == name; });
+}
+
+}  // namespace
 
 int run_suite(Backend& b, const SuiteSpec& spec, const std::vector<Test>& tests, int argc,
               char** argv) {
@@ -401,12 +416,38 @@ int run_suite(Backend& b, const SuiteSpec& spec, const std::vector<Test>& tests,
     return 2;
   }
 
+  // Tests that do not fit the rank count: an error when named, skipped (and said so) in "all".
+  std::vector<std::string> skipped;
+  for (auto it = opt.tests.begin(); it != opt.tests.end();) {
+    const std::string why = rank_mismatch(find_test(tests, *it), b.size());
+    if (why.empty()) {
+      ++it;
+    } else if (opt.all_tests) {
+      skipped.push_back(why);
+      it = opt.tests.erase(it);
+    } else {
+      if (root) {
+        std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(program.size()), program.data(),
+                     why.c_str());
+      }
+      return 2;
+    }
+  }
+  if (opt.tests.empty()) {
+    if (root) {
+      std::fprintf(stderr, "%.*s: no test runs on %d ranks\n", static_cast<int>(program.size()),
+                   program.data(), b.size());
+      for (const std::string& why : skipped) std::fprintf(stderr, "  %s\n", why.c_str());
+    }
+    return 2;
+  }
+
   const std::size_t per_pool =
       opt.sizes.back() * (spec.pools_per_rank ? static_cast<std::size_t>(b.size()) : 1);
   BufferPool sbuf(per_pool, opt.cold, opt.cold_pool);
   BufferPool rbuf(per_pool, opt.cold, opt.cold_pool);
   Context ctx{b, opt, sbuf, rbuf};
-  b.reserve(opt.window + 1);
+  b.reserve(2 * opt.window + 1);  // bidirectional bandwidth: a window each way
   if (spec.prepare) spec.prepare(ctx);
 
   if (root) {
@@ -421,9 +462,11 @@ int run_suite(Backend& b, const SuiteSpec& spec, const std::vector<Test>& tests,
       std::printf(" window=%zu\n", opt.window);
     }
   }
+  if (root) {
+    for (const std::string& why : skipped) std::printf("# skipped: %s\n", why.c_str());
+  }
   for (const std::string& name : opt.tests) {
-    const Test& t =
-        *std::find_if(tests.begin(), tests.end(), [&](const Test& x) { return x.name == name; });
+    const Test& t = find_test(tests, name);
     IterPolicy pol = t.policy;
     if (opt.iters) {
       pol.min_large = std::max<std::size_t>(1, pol.min_large * opt.iters / pol.base);

@@ -29,6 +29,7 @@ struct IterPolicy {
 
 struct Options {
   std::vector<std::string> tests;  // requested test names, in order
+  bool all_tests = false;          // no test named: every test (those the rank count allows)
   std::vector<std::size_t> sizes;  // message sizes in bytes, ascending
   std::size_t iters = 0;           // 0: each test's default base
   std::size_t warmup = 0;          // 0: each test's default
@@ -63,6 +64,11 @@ struct Test {
   std::function<double(Context&, std::size_t bytes, std::size_t iters, std::size_t warmup)> run;
   // Measured once, not per size (barrier): printed as "<test> 0 <value>".
   bool sizeless = false;
+  // Rank counts the test runs on: exactly `exact_ranks` (0: any the program accepts); an even
+  // number when `even_ranks` (pairs of ranks). A test named on the command line that does not
+  // fit the job's rank count is a usage error; one left out of "all" is named in a comment.
+  int exact_ranks = 0;
+  bool even_ranks = false;
 };
 
 // What a benchmark program needs from the harness beyond its tests.
@@ -108,10 +114,8 @@ bool check_pattern(const std::byte* p, std::size_t n, std::uint32_t seed);
 
 // Parses `argc/argv` (after the backend has taken its own arguments), runs the selected tests
 // on every size and prints "# ..." headers and "<test> <bytes> <value>" lines on rank 0.
+// Rank range, typed options and pool sizing come from `spec`.
 // Returns the process exit status: 0, 1 on a validation failure, 2 on a usage error.
-int run_suite(Backend& b, std::string_view program, const std::vector<Test>& tests, int argc,
-              char** argv);
-// The same for any program: rank range, typed options and pool sizing from `spec`.
 int run_suite(Backend& b, const SuiteSpec& spec, const std::vector<Test>& tests, int argc,
               char** argv);
 
