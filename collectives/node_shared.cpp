@@ -177,8 +177,8 @@ void small_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* ou
   ns.arrive_and_wait(c, g);
   // Every rank reduces all contributions in rank order: the same bits everywhere.
   if (bytes) {
-    std::memcpy(out, slot(0), bytes);
-    for (int r = 1; r < c.size(); ++r) reduce_apply(op, t, slot(r), out, count);
+    reduce_into(op, t, slot(0), slot(1), out, count);
+    for (int r = 2; r < c.size(); ++r) reduce_apply(op, t, slot(r), out, count);
   }
 }
 
@@ -214,8 +214,8 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
         return q == r && in ? from + mine_at : ns.chunk_of(q, round) + mine_at;
       };
       std::byte* acc = dst + first * esize + mine_at;
-      copy_bytes(acc, part(0), mine_len);
-      for (int q = 1; q < n; ++q) reduce_apply(op, t, part(q), acc, mine_len / esize);
+      reduce_into(op, t, part(0), part(1), acc, mine_len / esize);
+      for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, mine_len / esize);
       std::memcpy(chunk + mine_at, acc, mine_len);
     }
     ns.set_mark(c, NodeShared::mark(round, 2));

@@ -296,6 +296,20 @@ void alltoall_shm(const CommImpl& c, const void* in, void* out, std::size_t byte
 
 }  // namespace
 
+// reduce_into (out = a op b in one pass; the chunked shm allreduce uses it) against copying a
+// and combining b in place, bit for bit, for every Op x type, on order-sensitive inputs.
+TEST(ReduceKernels, ReduceInto_SameBitsAsCopyThenReduceApply) {
+  for (TypeOp p : all_pairs())
+    for (std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{1000}}) {
+      const auto a = input(p.t, p.op, 0, count, 77, true), b = input(p.t, p.op, 1, count, 77, true);
+      std::vector<std::byte> apart(a.size()), in_place = a;
+      coll::reduce_into(p.op, p.t, a.data(), b.data(), apart.data(), count);
+      coll::reduce_apply(p.op, p.t, b.data(), in_place.data(), count);
+      EXPECT_EQ(apart, in_place) << coll::type_name(p.t) << " " << coll::op_name(p.op)
+                                 << " count=" << count;
+    }
+}
+
 TEST(CollThreads, Barrier_NoRankLeavesBeforeAllArrive) {
   for (int n = 1; n <= 8; ++n) {
     std::atomic<int> arrived{0};
