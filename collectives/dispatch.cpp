@@ -1,7 +1,7 @@
 // The collectives of collectives.hpp: each picks its algorithm for this call (select.hpp)
-// and runs it. Barrier, bcast, allreduce, allgather(v) and alltoall also have the node-shared paths of
-// node_shared.hpp: every rank evaluates the same condition before node_shared(), so the
-// communicator's segment is created collectively.
+// and runs it. Barrier, bcast, allreduce, allgather(v) and alltoall also have the node-shared
+// paths of node_shared.hpp: every rank evaluates the same condition before node_shared(), so
+// the communicator's segment is created collectively.
 #include "collectives/algorithms.hpp"
 #include "collectives/collectives.hpp"
 #include "collectives/node_shared.hpp"

@@ -13,7 +13,7 @@ namespace {
 
 constexpr std::size_t kLine = 64;
 constexpr std::size_t kInline = kLine - sizeof(std::uint64_t);  // data beside the flag
-constexpr std::size_t kMaxBytes = 4096;                          // per rank and parity
+constexpr std::size_t kMaxBytes = 4096;                         // per rank and parity
 constexpr int kSetupTag = 1 << 23;  // collective channel, clear of the algorithms' tags
 
 struct alignas(kLine) FlagLine {
@@ -52,7 +52,9 @@ std::size_t chunk_count(const rt::Params& p) {
 class NodeShared {
 public:
   NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks)
-      : seg_(std::move(seg)), chunk_(chunk), nchunks_(nchunks),
+      : seg_(std::move(seg)),
+        chunk_(chunk),
+        nchunks_(nchunks),
         stride_(kSmallStride + nchunks * chunk) {}
 
   static std::size_t bytes_for(int ranks, std::size_t chunk, std::size_t nchunks) {
@@ -184,8 +186,8 @@ void small_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* ou
 
 }  // namespace
 
-void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
-                   std::size_t count, std::size_t esize, Type t, Op op) {
+void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
+                   std::size_t esize, Type t, Op op) {
   if (count * esize <= kMaxBytes) return small_allreduce(c, ns, in, out, count, esize, t, op);
   // Round by round over `per` elements: every rank copies the slices the others reduce into
   // its chunk; rank q reduces slice q of all chunks in rank order (each element is combined
@@ -222,7 +224,8 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
     ns.wait_mark(c, NodeShared::mark(round, 2));
     for (int q = 0; q < n; ++q)
       if (q != r)
-        std::memcpy(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q), off(q + 1) - off(q));
+        std::memcpy(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q),
+                    off(q + 1) - off(q));
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
 }
@@ -245,8 +248,7 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
   }
 }
 
-void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
-                   const Layout& l) {
+void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out, const Layout& l) {
   // Round k moves bytes [k·chunk, (k + 1)·chunk) of every rank's block.
   const int n = c.size(), r = c.rank();
   const void* mine = in ? in : at(out, l.offset(r));
@@ -277,8 +279,7 @@ bool shm_alltoall_fits(const CommImpl& c, const NodeShared& ns) {
   return ns.chunk() / static_cast<std::size_t>(c.size()) >= kLine;
 }
 
-void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out,
-                  std::size_t bytes) {
+void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t bytes) {
   // Round k moves bytes [k·s, (k + 1)·s) of every block: rank r's chunk holds, at q·s, its
   // piece for rank q; rank q copies it out. In place, a piece is overwritten only after this
   // round copied it into the chunk, and later rounds read later bytes.

@@ -2,8 +2,8 @@
 // runtime's node-local shared segment: a flag barrier, a small-message allreduce (one cache
 // line per rank carries both the arrival flag and up to 56 bytes of data, so a 2-rank barrier
 // or 8-byte allreduce costs one line transfer each way), and chunked allreduce, bcast,
-// allgather and alltoall of any size (every rank copies into and out of its own chunk buffers, all cores
-// at once, round by round; docs/algorithms.md).
+// allgather and alltoall of any size (every rank copies into and out of its own chunk buffers, all
+// cores at once, round by round; docs/algorithms.md).
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,8 @@
 // Reduction kernels (reduce_ops.hpp): one loop per Op x element type, chosen once per call.
 //
-// Each loop is `io[i] = f(io[i], in[i])` (or `out[i] = f(a[i], b[i])`) over __restrict pointers with `f` a small function
-// object, so the compiler sees a straight-line body it vectorises (check with
-// -fopt-info-vec, or benchmarks/micro/micro_reduce for the GB/s). Semantics:
+// Each loop is `io[i] = f(io[i], in[i])` (or `out[i] = f(a[i], b[i])`) over __restrict pointers
+// with `f` a small function object, so the compiler sees a straight-line body it vectorises (check
+// with -fopt-info-vec, or benchmarks/micro/micro_reduce for the GB/s). Semantics:
 //   - integer sum and prod wrap (two's complement), as MPI implementations do: they are
 //     computed on the unsigned type, widened to unsigned int first so that narrow types do
 //     not promote to a signed int that could overflow (65535 * 65535);
@@ -24,8 +24,8 @@
 
 #include <algorithm>
 #include <complex>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 // Building with -DRMP_REDUCE_CLONES= (empty) compiles the baseline version only.

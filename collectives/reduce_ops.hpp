@@ -16,7 +16,6 @@ bool op_applies(Op op, detail::Type t);
 void reduce_apply(Op op, detail::Type t, const void* in, void* inout, std::size_t count);
 // out[i] = a[i] op b[i], the same bits as copying `a` to `out` and then reduce_apply(b, out),
 // in one pass. No two of the three may overlap.
-void reduce_into(Op op, detail::Type t, const void* a, const void* b, void* out,
-                 std::size_t count);
+void reduce_into(Op op, detail::Type t, const void* a, const void* b, void* out, std::size_t count);
 
 }  // namespace rmp::coll

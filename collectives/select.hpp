@@ -43,11 +43,11 @@ inline constexpr std::size_t kCollCount = 16;
 // Algorithms of each collective, in table order (the order of their names below; on equal
 // cost the first one wins).
 // `shm`: the node-shared paths of node_shared.hpp (flag barrier; allreduce, bcast,
-// allgather(v) and alltoall through the node's shared segment). They replace messages by cache-line writes
-// and reads and by copies into and out of shared chunks, which the α–β model (α and β from
-// p2p's link_rtt_us and link_bw) cannot price, so they have no formula: they are taken
-// whenever the call can use them (a node-local communicator) unless RMP_<COLL>_ALGO forces
-// another algorithm.
+// allgather(v) and alltoall through the node's shared segment). They replace messages by
+// cache-line writes and reads and by copies into and out of shared chunks, which the α–β
+// model (α and β from p2p's link_rtt_us and link_bw) cannot price, so they have no formula:
+// they are taken whenever the call can use them (a node-local communicator; for alltoall,
+// pieces of at least a cache line) unless RMP_<COLL>_ALGO forces another algorithm.
 enum class BarrierAlgo : std::uint8_t { dissemination, shm };
 enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm };
 enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner };
@@ -103,7 +103,8 @@ int forced(Coll k);
 void reload_forced_algorithms();
 
 // The per-call choice: forced, else cheapest. A forced `shm` that this call cannot use
-// (`node_shared` false: not node-local) falls back to the formulas.
+// (`node_shared` false: not node-local, or alltoall's pieces too small) falls back to the
+// formulas.
 int select(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared = false);
 
 template <class Algo>

@@ -167,7 +167,8 @@ void Context::Idle::operator()() {
   }
   // Past spin_us every idle poll gives the core away, not every few: when ranks outnumber
   // cores, the rank this one waits for may be queued behind it on the same core.
-  if (p.wait_mode == WaitMode::block && look && Clock::now() - since_ > std::chrono::milliseconds(1)) {
+  if (p.wait_mode == WaitMode::block && look &&
+      Clock::now() - since_ > std::chrono::milliseconds(1)) {
     // Long idle periods: let the core go entirely for a short while.
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     return;

@@ -708,8 +708,8 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
                         where(name, n, me, count));
         }
         const std::size_t bytes = (2u << 20) + 3;
-        for (auto fn :
-             {coll::bcast_binomial, coll::bcast_scatter_allgather, coll::bcast_pipeline, bcast_shm}) {
+        for (auto fn : {coll::bcast_binomial, coll::bcast_scatter_allgather, coll::bcast_pipeline,
+                        bcast_shm}) {
           std::vector<std::byte> buf =
               me == 1 % n ? pattern_block(7, bytes, 4) : std::vector<std::byte>(bytes);
           fn(t.world, buf.data(), bytes, 1 % n);
