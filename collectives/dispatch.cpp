@@ -1,5 +1,7 @@
 // The collectives of collectives.hpp: each picks its algorithm for this call (select.hpp)
-// and runs it. Barrier and allreduce also have the node-shared paths of node_shared.hpp.
+// and runs it. Barrier, bcast, allreduce, allgather(v) and alltoall also have the node-shared
+// paths of node_shared.hpp: every rank evaluates the same condition before node_shared(), so
+// the communicator's segment is created collectively.
 #include "collectives/algorithms.hpp"
 #include "collectives/collectives.hpp"
 #include "collectives/node_shared.hpp"
@@ -18,13 +20,16 @@ void barrier(const CommImpl& c) {
 }
 
 void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
-  switch (choose<BcastAlgo>(Coll::bcast, c, bytes)) {
+  NodeShared* ns = may_use_node_shared(Coll::bcast) ? node_shared(c) : nullptr;
+  switch (choose<BcastAlgo>(Coll::bcast, c, bytes, ns != nullptr)) {
     case BcastAlgo::binomial:
       return bcast_binomial(c, buf, bytes, root);
     case BcastAlgo::scatter_allgather:
       return bcast_scatter_allgather(c, buf, bytes, root);
     case BcastAlgo::pipeline:
       return bcast_pipeline(c, buf, bytes, root);
+    case BcastAlgo::shm:
+      return shm_bcast(c, *ns, buf, bytes, root);
   }
 }
 
@@ -41,10 +46,7 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op) {
   const std::size_t bytes = count * esize;
-  // Every rank evaluates the same condition, so the segment is created collectively.
-  NodeShared* ns = bytes <= shm_allreduce_max_bytes() && may_use_node_shared(Coll::allreduce)
-                       ? node_shared(c)
-                       : nullptr;
+  NodeShared* ns = may_use_node_shared(Coll::allreduce) ? node_shared(c) : nullptr;
   switch (choose<AllreduceAlgo>(Coll::allreduce, c, bytes, ns != nullptr)) {
     case AllreduceAlgo::recursive_doubling:
       return allreduce_recursive_doubling(c, in, out, count, esize, t, op);
@@ -104,15 +106,18 @@ void scatterv(const CommImpl& c, const void* in, sizes counts, sizes displs, voi
 
 namespace {
 
-void allgather_with(AllgatherAlgo a, const CommImpl& c, const void* in, void* out,
-                    const Layout& l) {
-  switch (a) {
+void allgather_with(Coll k, const CommImpl& c, const void* in, void* out, const Layout& l,
+                    std::size_t total) {
+  NodeShared* ns = may_use_node_shared(k) ? node_shared(c) : nullptr;
+  switch (choose<AllgatherAlgo>(k, c, total, ns != nullptr)) {
     case AllgatherAlgo::recursive_doubling:
       return allgather_recursive_doubling(c, in, out, l);
     case AllgatherAlgo::bruck:
       return allgather_bruck(c, in, out, l);
     case AllgatherAlgo::ring:
       return allgather_ring(c, in, out, l);
+    case AllgatherAlgo::shm:
+      return shm_allgather(c, *ns, in, out, l);
   }
 }
 
@@ -120,26 +125,28 @@ void allgather_with(AllgatherAlgo a, const CommImpl& c, const void* in, void* ou
 
 void allgather(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());
-  allgather_with(choose<AllgatherAlgo>(Coll::allgather, c, total), c, in, out,
-                 Layout::uniform(bytes));
+  allgather_with(Coll::allgather, c, in, out, Layout::uniform(bytes), total);
 }
 
 void allgatherv(const CommImpl& c, const void* in, std::size_t, void* out, sizes counts,
                 sizes displs, std::size_t esize) {
   std::size_t total = 0;  // counts are the same on every rank (displs need not be)
   for (int i = 0; i < c.size(); ++i) total += counts[static_cast<std::size_t>(i)];
-  allgather_with(choose<AllgatherAlgo>(Coll::allgatherv, c, total * esize), c, in, out,
-                 Layout(counts, displs, esize));
+  allgather_with(Coll::allgatherv, c, in, out, Layout(counts, displs, esize), total * esize);
 }
 
 void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   const Layout l = Layout::uniform(bytes);
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());
-  switch (choose<AlltoallAlgo>(Coll::alltoall, c, total)) {
+  NodeShared* ns = may_use_node_shared(Coll::alltoall) ? node_shared(c) : nullptr;
+  if (ns && !shm_alltoall_fits(c, *ns)) ns = nullptr;
+  switch (choose<AlltoallAlgo>(Coll::alltoall, c, total, ns != nullptr)) {
     case AlltoallAlgo::pairwise:
       return alltoall_pairwise(c, in, l, out, l);
     case AlltoallAlgo::bruck:
       return alltoall_bruck(c, in, l, out, l, true);
+    case AlltoallAlgo::shm:
+      return shm_alltoall(c, *ns, in, out, bytes);
   }
 }
 
@@ -151,6 +158,8 @@ void alltoallv(const CommImpl& c, const void* in, sizes scounts, sizes sdispls, 
       return alltoall_pairwise(c, in, sl, out, rl);
     case AlltoallAlgo::bruck:
       return alltoall_bruck(c, in, sl, out, rl, false);
+    case AlltoallAlgo::shm:  // not in alltoallv's table: its block sizes are not known to all
+      break;
   }
 }
 

@@ -1,5 +1,6 @@
 #include "collectives/node_shared.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -12,53 +13,117 @@ namespace {
 
 constexpr std::size_t kLine = 64;
 constexpr std::size_t kInline = kLine - sizeof(std::uint64_t);  // data beside the flag
-constexpr std::size_t kMaxBytes = 4096;                          // per rank and parity
+constexpr std::size_t kMaxBytes = 4096;                         // per rank and parity
 constexpr int kSetupTag = 1 << 23;  // collective channel, clear of the algorithms' tags
 
-// Per rank: two lines (flag + inline data), one per call parity, then two data blocks.
 struct alignas(kLine) FlagLine {
   std::atomic<std::uint64_t> gen;
   std::byte data[kInline];
 };
 static_assert(sizeof(FlagLine) == kLine);
-constexpr std::size_t kStride = 2 * sizeof(FlagLine) + 2 * kMaxBytes;
+// Small area per rank: two flag lines (one per call parity), the round line of the chunked
+// paths, then two data blocks.
+constexpr std::size_t kSmallStride = 4096 + 2 * kMaxBytes;
+static_assert(3 * sizeof(FlagLine) <= 4096);
+
+// Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
+// rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
+// round's copies overlap the next round's), clamped like the shm transport's chunks so that
+// a communicator's segment stays modest at the knobs' extremes.
+std::size_t chunk_bytes(const rt::Params& p) {
+  const std::size_t c = std::clamp<std::size_t>(p.fragment_size, 4096, std::size_t(1) << 20);
+  return c / kLine * kLine;
+}
+std::size_t chunk_count(const rt::Params& p) {
+  return std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
+}
 
 }  // namespace
 
+// Generations and rounds. Every member makes the same calls in the same order, so each
+// counts the same generations (barrier, small allreduce) and rounds (chunked paths).
+//  - Small paths: generation g lives in parity g & 1; a rank that has seen everyone arrive
+//    at g − 1 knows nobody still reads g − 2, whose buffers g reuses.
+//  - Chunked paths: round R uses chunk R mod D of each rank. A rank's round line holds
+//    3R + phase for the latest round it reached: 1 = its chunk holds its input, 2 = its chunk
+//    holds its share of the result (allreduce), 3 = it is done reading round R's chunks.
+//    Before writing its chunk for round R a rank waits until everyone is done with round
+//    R − D, the last one that used it.
 class NodeShared {
 public:
-  explicit NodeShared(std::unique_ptr<rt::NodeSegment> seg) : seg_(std::move(seg)) {}
+  NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks)
+      : seg_(std::move(seg)),
+        chunk_(chunk),
+        nchunks_(nchunks),
+        stride_(kSmallStride + nchunks * chunk) {}
 
-  FlagLine& flag(int rank, std::uint64_t gen) {
-    return reinterpret_cast<FlagLine*>(seg_->data() + static_cast<std::size_t>(rank) * kStride)[gen & 1];
+  static std::size_t bytes_for(int ranks, std::size_t chunk, std::size_t nchunks) {
+    return static_cast<std::size_t>(ranks) * (kSmallStride + nchunks * chunk);
   }
+
+  FlagLine& flag(int rank, std::uint64_t gen) { return line(rank, gen & 1); }
   std::byte* block(int rank, std::uint64_t gen) {
-    return seg_->data() + static_cast<std::size_t>(rank) * kStride + 2 * sizeof(FlagLine) +
-           (gen & 1) * kMaxBytes;
+    return base(rank) + 4096 + (gen & 1) * kMaxBytes;
   }
-  // Each call takes the next generation; every member calls in the same order. Data of
-  // generation g lives in parity g & 1: a rank that has seen everyone arrive at g - 1 knows
-  // nobody still reads g - 2, whose buffers g reuses.
   std::uint64_t next_gen() { return ++gen_; }
 
-  void arrive_and_wait(const detail::CommImpl& c, std::uint64_t g) {
+  void arrive_and_wait(const CommImpl& c, std::uint64_t g) {
     flag(c.rank(), g).gen.store(g, std::memory_order_release);
     const int n = c.size();
     int seen = 0;  // ranks below `seen` have arrived
-    // Progress keeps running while we wait: a peer may need this rank's rendezvous data to
-    // get here.
-    c.engine().progress_until([&] {
+    wait(c, [&] {
       while (seen < n && flag(seen, g).gen.load(std::memory_order_acquire) >= g) ++seen;
       return seen == n;
     });
   }
 
+  // ---- Chunked paths ----
+  std::size_t chunk() const { return chunk_; }
+  std::uint64_t next_round() { return ++round_; }
+  std::byte* chunk_of(int rank, std::uint64_t round) {
+    return base(rank) + kSmallStride + (round % nchunks_) * chunk_;
+  }
+  static std::uint64_t mark(std::uint64_t round, int phase) { return 3 * round + phase; }
+  void set_mark(const CommImpl& c, std::uint64_t v) {
+    round_line(c.rank()).store(v, std::memory_order_release);
+  }
+  // Waits until rank `who` (every rank when -1) has reached mark v.
+  void wait_mark(const CommImpl& c, std::uint64_t v, int who = -1) {
+    if (who >= 0) {
+      wait(c, [&] { return round_line(who).load(std::memory_order_acquire) >= v; });
+      return;
+    }
+    const int n = c.size();
+    int seen = 0;
+    wait(c, [&] {
+      while (seen < n && round_line(seen).load(std::memory_order_acquire) >= v) ++seen;
+      return seen == n;
+    });
+  }
+  // Before writing this rank's chunk for `round`: everyone is done with its last use.
+  void wait_chunk_free(const CommImpl& c, std::uint64_t round) {
+    if (round > nchunks_) wait_mark(c, mark(round - nchunks_, 3));
+  }
+
 private:
+  std::byte* base(int rank) { return seg_->data() + static_cast<std::size_t>(rank) * stride_; }
+  FlagLine& line(int rank, std::size_t i) { return reinterpret_cast<FlagLine*>(base(rank))[i]; }
+  std::atomic<std::uint64_t>& round_line(int rank) { return line(rank, 2).gen; }
+
+  // Progress keeps running while we wait: a peer may need this rank's rendezvous data to get
+  // here.
+  template <class Done>
+  void wait(const CommImpl& c, Done&& done) {
+    if (done()) return;
+    c.engine().progress_until(done);
+  }
+
   std::unique_ptr<rt::NodeSegment> seg_;
-  std::uint64_t gen_ = 0;
+  std::size_t chunk_, nchunks_, stride_;
+  std::uint64_t gen_ = 0, round_ = 0;
 };
 
-NodeShared* node_shared(const detail::CommImpl& c) {
+NodeShared* node_shared(const CommImpl& c) {
   auto& state = c.collective_state();
   if (state) return static_cast<NodeShared*>(state.get());
   const rt::Context& ctx = c.engine().context();
@@ -68,7 +133,9 @@ NodeShared* node_shared(const detail::CommImpl& c) {
   // The groups of one split share a context id; member 0's world rank tells them apart.
   const std::string key =
       "c" + std::to_string(c.base_context()) + "-" + std::to_string(c.world_rank(0));
-  const std::size_t bytes = kStride * static_cast<std::size_t>(c.size());
+  const std::size_t chunk = chunk_bytes(ctx.params()), nchunks = chunk_count(ctx.params());
+  // (Pages are allocated as they are first touched: chunks of unused paths cost no memory.)
+  const std::size_t bytes = NodeShared::bytes_for(c.size(), chunk, nchunks);
   detail::Engine& e = c.engine();
   std::unique_ptr<rt::NodeSegment> seg;
   // Rank 0 creates the segment, then tells the others whether they can map it: a failure
@@ -93,17 +160,17 @@ NodeShared* node_shared(const detail::CommImpl& c) {
       throw Error(Errc::transport, "collectives: rank 0 could not create the node segment " + key);
     seg = rt::NodeSegment::open(ctx, key, c.size());
   }
-  auto ns = std::make_shared<NodeShared>(std::move(seg));
+  auto ns = std::make_shared<NodeShared>(std::move(seg), chunk, nchunks);
   state = ns;
   return ns.get();
 }
 
-void shm_barrier(const detail::CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.next_gen()); }
+void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.next_gen()); }
 
-std::size_t shm_allreduce_max_bytes() { return kMaxBytes; }
+namespace {
 
-void shm_allreduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
-                   std::size_t count, std::size_t esize, detail::Type t, Op op) {
+void small_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                     std::size_t count, std::size_t esize, Type t, Op op) {
   const std::uint64_t g = ns.next_gen();
   const std::size_t bytes = count * esize;
   const bool inl = bytes <= kInline;
@@ -112,8 +179,127 @@ void shm_allreduce(const detail::CommImpl& c, NodeShared& ns, const void* in, vo
   ns.arrive_and_wait(c, g);
   // Every rank reduces all contributions in rank order: the same bits everywhere.
   if (bytes) {
-    std::memcpy(out, slot(0), bytes);
-    for (int r = 1; r < c.size(); ++r) reduce_apply(op, t, slot(r), out, count);
+    reduce_into(op, t, slot(0), slot(1), out, count);
+    for (int r = 2; r < c.size(); ++r) reduce_apply(op, t, slot(r), out, count);
+  }
+}
+
+}  // namespace
+
+void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
+                   std::size_t esize, Type t, Op op) {
+  if (count * esize <= kMaxBytes) return small_allreduce(c, ns, in, out, count, esize, t, op);
+  // Round by round over `per` elements: every rank copies the slices the others reduce into
+  // its chunk; rank q reduces slice q of all chunks in rank order (each element is combined
+  // at one rank only, so every rank gets the same bits) and leaves the result in its chunk;
+  // everyone copies the results out.
+  const int n = c.size(), r = c.rank();
+  const std::size_t per = ns.chunk() / esize;
+  const std::byte* src = static_cast<const std::byte*>(in ? in : out);
+  std::byte* dst = static_cast<std::byte*>(out);
+  for (std::size_t first = 0; first < count; first += per) {
+    const std::size_t cnt = std::min(per, count - first);
+    auto off = [&](int q) { return even_offset(cnt, n, q) * esize; };  // within the round
+    const std::size_t mine_at = off(r), mine_len = off(r + 1) - off(r);
+    const std::uint64_t round = ns.next_round();
+    std::byte* chunk = ns.chunk_of(r, round);
+    const std::byte* from = src + first * esize;
+    ns.wait_chunk_free(c, round);
+    // Our own slice only we read: from the input directly, unless in place (where the
+    // result written into `out` below would overwrite it before it is read).
+    std::memcpy(chunk, from, in ? mine_at : off(r + 1));
+    std::memcpy(chunk + off(r + 1), from + off(r + 1), off(n) - off(r + 1));
+    ns.set_mark(c, NodeShared::mark(round, 1));
+    ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (mine_len) {
+      auto part = [&](int q) -> const std::byte* {
+        return q == r && in ? from + mine_at : ns.chunk_of(q, round) + mine_at;
+      };
+      std::byte* acc = dst + first * esize + mine_at;
+      reduce_into(op, t, part(0), part(1), acc, mine_len / esize);
+      for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, mine_len / esize);
+      std::memcpy(chunk + mine_at, acc, mine_len);
+    }
+    ns.set_mark(c, NodeShared::mark(round, 2));
+    ns.wait_mark(c, NodeShared::mark(round, 2));
+    for (int q = 0; q < n; ++q)
+      if (q != r)
+        std::memcpy(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q),
+                    off(q + 1) - off(q));
+    ns.set_mark(c, NodeShared::mark(round, 3));
+  }
+}
+
+void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {
+  // The root copies each round into its chunk; the others copy it out, up to D rounds behind.
+  const bool is_root = c.rank() == root;
+  for (std::size_t first = 0; first < bytes; first += ns.chunk()) {
+    const std::size_t len = std::min(ns.chunk(), bytes - first);
+    const std::uint64_t round = ns.next_round();
+    std::byte* chunk = ns.chunk_of(root, round);
+    if (is_root) {
+      ns.wait_chunk_free(c, round);
+      std::memcpy(chunk, at(buf, first), len);
+    } else {
+      ns.wait_mark(c, NodeShared::mark(round, 1), root);
+      std::memcpy(at(buf, first), chunk, len);
+    }
+    ns.set_mark(c, NodeShared::mark(round, 3));
+  }
+}
+
+void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out, const Layout& l) {
+  // Round k moves bytes [k·chunk, (k + 1)·chunk) of every rank's block.
+  const int n = c.size(), r = c.rank();
+  const void* mine = in ? in : at(out, l.offset(r));
+  if (in) copy_bytes(at(out, l.offset(r)), in, l.size(r));
+  std::size_t longest = 0;
+  for (int q = 0; q < n; ++q) longest = std::max(longest, l.size(q));
+  auto piece = [&](int q, std::size_t first) {
+    return l.size(q) > first ? std::min(ns.chunk(), l.size(q) - first) : 0;
+  };
+  for (std::size_t first = 0; first < longest; first += ns.chunk()) {
+    const std::uint64_t round = ns.next_round();
+    ns.wait_chunk_free(c, round);
+    if (piece(r, first)) std::memcpy(ns.chunk_of(r, round), at(mine, first), piece(r, first));
+    ns.set_mark(c, NodeShared::mark(round, 1));
+    ns.wait_mark(c, NodeShared::mark(round, 1));
+    for (int q = 0; q < n; ++q)
+      if (q != r && piece(q, first))
+        std::memcpy(at(out, l.offset(q) + first), ns.chunk_of(q, round), piece(q, first));
+    ns.set_mark(c, NodeShared::mark(round, 3));
+  }
+}
+
+}  // namespace rmp::coll
+
+namespace rmp::coll {
+
+bool shm_alltoall_fits(const CommImpl& c, const NodeShared& ns) {
+  return ns.chunk() / static_cast<std::size_t>(c.size()) >= kLine;
+}
+
+void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t bytes) {
+  // Round k moves bytes [k·s, (k + 1)·s) of every block: rank r's chunk holds, at q·s, its
+  // piece for rank q; rank q copies it out. In place, a piece is overwritten only after this
+  // round copied it into the chunk, and later rounds read later bytes.
+  const int n = c.size(), r = c.rank();
+  const auto un = static_cast<std::size_t>(n);
+  const std::size_t s = ns.chunk() / un / kLine * kLine;
+  if (in) copy_bytes(at(out, r * bytes), at(in, r * bytes), bytes);
+  const void* src = in ? in : out;
+  for (std::size_t first = 0; first < bytes; first += s) {
+    const std::size_t len = std::min(s, bytes - first);
+    const std::uint64_t round = ns.next_round();
+    std::byte* chunk = ns.chunk_of(r, round);
+    ns.wait_chunk_free(c, round);
+    for (int q = 0; q < n; ++q)
+      if (q != r) std::memcpy(chunk + q * s, at(src, q * bytes + first), len);
+    ns.set_mark(c, NodeShared::mark(round, 1));
+    ns.wait_mark(c, NodeShared::mark(round, 1));
+    for (int q = 0; q < n; ++q)
+      if (q != r) std::memcpy(at(out, q * bytes + first), ns.chunk_of(q, round) + r * s, len);
+    ns.set_mark(c, NodeShared::mark(round, 3));
   }
 }
 

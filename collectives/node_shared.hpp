@@ -1,13 +1,16 @@
-// Shared-memory fast paths for communicators whose ranks all run on this node: a flag barrier
-// and a small-message allreduce through the runtime's node-local shared segment. One cache
+// Shared-memory paths for communicators whose ranks all run on this node, through the
+// runtime's node-local shared segment: a flag barrier, a small-message allreduce (one cache
 // line per rank carries both the arrival flag and up to 56 bytes of data, so a 2-rank barrier
-// or 8-byte allreduce costs one line transfer each way.
+// or 8-byte allreduce costs one line transfer each way), and chunked allreduce, bcast,
+// allgather and alltoall of any size (every rank copies into and out of its own chunk buffers, all
+// cores at once, round by round; docs/algorithms.md).
 #pragma once
 
 #include <cstddef>
 
 #include <rmp/rmp.hpp>
 
+#include "collectives/exchange.hpp"
 #include "p2p/engine.hpp"
 
 namespace rmp::coll {
@@ -19,10 +22,17 @@ class NodeShared;
 NodeShared* node_shared(const detail::CommImpl& c);
 
 void shm_barrier(const detail::CommImpl& c, NodeShared& ns);
-// Largest payload shm_allreduce takes.
-std::size_t shm_allreduce_max_bytes();
-// `in` == nullptr: in place.
+// `in` == nullptr: in place. Up to 4 KiB through the flag lines, beyond in chunks.
 void shm_allreduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                    std::size_t count, std::size_t esize, detail::Type t, Op op);
+void shm_bcast(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root);
+// `l`: every rank's block in `out`; `in` == nullptr: in place.
+void shm_allgather(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                   const Layout& l);
+// Blocks of `bytes` for every rank (`in` == nullptr: in place). Each round moves a piece of
+// every block, all p of them in one chunk: only when a piece is at least a cache line.
+bool shm_alltoall_fits(const detail::CommImpl& c, const NodeShared& ns);
+void shm_alltoall(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                  std::size_t bytes);
 
 }  // namespace rmp::coll

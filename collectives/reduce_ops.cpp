@@ -1,8 +1,8 @@
 // Reduction kernels (reduce_ops.hpp): one loop per Op x element type, chosen once per call.
 //
-// Each loop is `io[i] = f(io[i], in[i])` over __restrict pointers with `f` a small function
-// object, so the compiler sees a straight-line body it vectorises (check with
-// -fopt-info-vec, or benchmarks/micro/micro_reduce for the GB/s). Semantics:
+// Each loop is `io[i] = f(io[i], in[i])` (or `out[i] = f(a[i], b[i])`) over __restrict pointers
+// with `f` a small function object, so the compiler sees a straight-line body it vectorises (check
+// with -fopt-info-vec, or benchmarks/micro/micro_reduce for the GB/s). Semantics:
 //   - integer sum and prod wrap (two's complement), as MPI implementations do: they are
 //     computed on the unsigned type, widened to unsigned int first so that narrow types do
 //     not promote to a signed int that could overflow (65535 * 65535);
@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <complex>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 // Building with -DRMP_REDUCE_CLONES= (empty) compiles the baseline version only.
@@ -39,7 +40,8 @@
 #define RMP_REDUCE_CLONES
 #endif
 
-// Kernels are inlined into reduce_apply so that each target clone gets its own copies.
+// Kernels are inlined into reduce_apply and reduce_into so that each target clone gets its own
+// copies.
 #define RMP_KERNEL [[gnu::always_inline]] inline
 
 namespace rmp::coll {
@@ -122,10 +124,24 @@ struct BitXor {
   }
 };
 
-// The one loop every kernel is made of. `in` and `io` must not overlap.
+// The loops every kernel is made of: in place (`io` op= `in`, two streams) and apart
+// (`out` = `a` op `b`, three streams). No two of their arrays may overlap.
 template <class T, class F>
 RMP_KERNEL void elementwise(const T* __restrict in, T* __restrict io, std::size_t n, F f) {
   for (std::size_t i = 0; i < n; ++i) io[i] = f(io[i], in[i]);
+}
+template <class T, class F>
+RMP_KERNEL void elementwise_apart(const T* __restrict a, const T* __restrict b, T* __restrict out,
+                                  std::size_t n, F f) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+}
+// out = a op b over n elements of T: with kApart three arrays, else `out` is `a` itself.
+template <bool kApart, class T, class F>
+RMP_KERNEL void combine(const void* a, const void* b, void* out, std::size_t n, F f) {
+  if constexpr (kApart)
+    elementwise_apart(static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out), n,
+                      f);
+  else elementwise(static_cast<const T*>(b), static_cast<T*>(out), n, f);
 }
 
 // Complex product over the interleaved (re, im) scalars, in blocks: the textbook formula for
@@ -170,77 +186,104 @@ RMP_KERNEL void complex_prod(const void* in, void* io, std::size_t n) {
 
 // Signed and unsigned integers: sum, prod and the bitwise / logical ops on the unsigned type
 // (wrap-around is defined there; bit patterns are the same), min and max on the signed one.
-template <class S>
-RMP_KERNEL void apply_integer(Op op, const void* in, void* io, std::size_t n) {
+template <bool kApart, class S>
+RMP_KERNEL void apply_integer(Op op, const void* a, const void* b, void* out, std::size_t n) {
   using U = std::make_unsigned_t<S>;
-  const U* ui = static_cast<const U*>(in);
-  U* uo = static_cast<U*>(io);
-  const S* si = static_cast<const S*>(in);
-  S* so = static_cast<S*>(io);
   switch (op) {
     case Op::sum:
-      return elementwise(ui, uo, n, WrapSum{});
+      return combine<kApart, U>(a, b, out, n, WrapSum{});
     case Op::prod:
-      return elementwise(ui, uo, n, WrapProd{});
+      return combine<kApart, U>(a, b, out, n, WrapProd{});
     case Op::min:
-      return elementwise(si, so, n, Min{});
+      return combine<kApart, S>(a, b, out, n, Min{});
     case Op::max:
-      return elementwise(si, so, n, Max{});
+      return combine<kApart, S>(a, b, out, n, Max{});
     case Op::land:
-      return elementwise(ui, uo, n, LogicalAnd{});
+      return combine<kApart, U>(a, b, out, n, LogicalAnd{});
     case Op::lor:
-      return elementwise(ui, uo, n, LogicalOr{});
+      return combine<kApart, U>(a, b, out, n, LogicalOr{});
     case Op::band:
-      return elementwise(ui, uo, n, BitAnd{});
+      return combine<kApart, U>(a, b, out, n, BitAnd{});
     case Op::bor:
-      return elementwise(ui, uo, n, BitOr{});
+      return combine<kApart, U>(a, b, out, n, BitOr{});
     case Op::bxor:
-      return elementwise(ui, uo, n, BitXor{});
+      return combine<kApart, U>(a, b, out, n, BitXor{});
   }
 }
 
-template <class R>
-RMP_KERNEL void apply_floating(Op op, const void* in, void* io, std::size_t n) {
-  const R* i = static_cast<const R*>(in);
-  R* o = static_cast<R*>(io);
+template <bool kApart, class R>
+RMP_KERNEL void apply_floating(Op op, const void* a, const void* b, void* out, std::size_t n) {
   switch (op) {
     case Op::sum:
-      return elementwise(i, o, n, Plus{});
+      return combine<kApart, R>(a, b, out, n, Plus{});
     case Op::prod:
-      return elementwise(i, o, n, Times{});
+      return combine<kApart, R>(a, b, out, n, Times{});
     case Op::min:
-      return elementwise(i, o, n, Min{});
+      return combine<kApart, R>(a, b, out, n, Min{});
     case Op::max:
-      return elementwise(i, o, n, Max{});
+      return combine<kApart, R>(a, b, out, n, Max{});
     default:
       return;  // not applicable (op_applies); the API layer rejected it
   }
 }
 
-template <class R>
-RMP_KERNEL void apply_complex(Op op, const void* in, void* io, std::size_t n) {
+template <bool kApart, class R>
+RMP_KERNEL void apply_complex(Op op, const void* a, const void* b, void* out, std::size_t n) {
   switch (op) {
     case Op::sum:  // component-wise: 2n independent sums
-      return elementwise(static_cast<const R*>(in), static_cast<R*>(io), 2 * n, Plus{});
+      return combine<kApart, R>(a, b, out, 2 * n, Plus{});
     case Op::prod:
-      return complex_prod<R>(in, io, n);
+      // Rare enough for two passes: the product is only written in place.
+      if constexpr (kApart) std::memcpy(out, a, 2 * n * sizeof(R));
+      return complex_prod<R>(b, out, n);
     default:
       return;  // not applicable (op_applies)
   }
 }
 
-RMP_KERNEL void apply_bytes(Op op, const void* in, void* io, std::size_t n) {
-  const auto* i = static_cast<const std::uint8_t*>(in);
-  auto* o = static_cast<std::uint8_t*>(io);
+template <bool kApart>
+RMP_KERNEL void apply_bytes(Op op, const void* a, const void* b, void* out, std::size_t n) {
   switch (op) {
     case Op::band:
-      return elementwise(i, o, n, BitAnd{});
+      return combine<kApart, std::uint8_t>(a, b, out, n, BitAnd{});
     case Op::bor:
-      return elementwise(i, o, n, BitOr{});
+      return combine<kApart, std::uint8_t>(a, b, out, n, BitOr{});
     case Op::bxor:
-      return elementwise(i, o, n, BitXor{});
+      return combine<kApart, std::uint8_t>(a, b, out, n, BitXor{});
     default:
       return;  // not applicable (op_applies)
+  }
+}
+
+template <bool kApart>
+RMP_KERNEL void apply(Op op, Type t, const void* a, const void* b, void* out, std::size_t n) {
+  switch (t) {
+    case Type::i8:
+      return apply_integer<kApart, std::int8_t>(op, a, b, out, n);
+    case Type::u8:
+      return apply_integer<kApart, std::uint8_t>(op, a, b, out, n);
+    case Type::i16:
+      return apply_integer<kApart, std::int16_t>(op, a, b, out, n);
+    case Type::u16:
+      return apply_integer<kApart, std::uint16_t>(op, a, b, out, n);
+    case Type::i32:
+      return apply_integer<kApart, std::int32_t>(op, a, b, out, n);
+    case Type::u32:
+      return apply_integer<kApart, std::uint32_t>(op, a, b, out, n);
+    case Type::i64:
+      return apply_integer<kApart, std::int64_t>(op, a, b, out, n);
+    case Type::u64:
+      return apply_integer<kApart, std::uint64_t>(op, a, b, out, n);
+    case Type::f32:
+      return apply_floating<kApart, float>(op, a, b, out, n);
+    case Type::f64:
+      return apply_floating<kApart, double>(op, a, b, out, n);
+    case Type::c32:
+      return apply_complex<kApart, float>(op, a, b, out, n);
+    case Type::c64:
+      return apply_complex<kApart, double>(op, a, b, out, n);
+    case Type::byte:
+      return apply_bytes<kApart>(op, a, b, out, n);
   }
 }
 
@@ -301,34 +344,12 @@ bool op_applies(Op op, Type t) {
 
 RMP_REDUCE_CLONES
 void reduce_apply(Op op, Type t, const void* in, void* io, std::size_t n) {
-  switch (t) {
-    case Type::i8:
-      return apply_integer<std::int8_t>(op, in, io, n);
-    case Type::u8:
-      return apply_integer<std::uint8_t>(op, in, io, n);
-    case Type::i16:
-      return apply_integer<std::int16_t>(op, in, io, n);
-    case Type::u16:
-      return apply_integer<std::uint16_t>(op, in, io, n);
-    case Type::i32:
-      return apply_integer<std::int32_t>(op, in, io, n);
-    case Type::u32:
-      return apply_integer<std::uint32_t>(op, in, io, n);
-    case Type::i64:
-      return apply_integer<std::int64_t>(op, in, io, n);
-    case Type::u64:
-      return apply_integer<std::uint64_t>(op, in, io, n);
-    case Type::f32:
-      return apply_floating<float>(op, in, io, n);
-    case Type::f64:
-      return apply_floating<double>(op, in, io, n);
-    case Type::c32:
-      return apply_complex<float>(op, in, io, n);
-    case Type::c64:
-      return apply_complex<double>(op, in, io, n);
-    case Type::byte:
-      return apply_bytes(op, in, io, n);
-  }
+  apply<false>(op, t, io, in, io, n);
+}
+
+RMP_REDUCE_CLONES
+void reduce_into(Op op, Type t, const void* a, const void* b, void* out, std::size_t n) {
+  apply<true>(op, t, a, b, out, n);
 }
 
 }  // namespace rmp::coll

@@ -153,7 +153,8 @@ struct Entry {
 constexpr Algorithm kBarrier[] = {{"dissemination", t_barrier_dissemination}, {"shm", nullptr}};
 constexpr Algorithm kBcast[] = {{"binomial", t_bcast_binomial},
                                 {"scatter_allgather", t_bcast_scatter_allgather},
-                                {"pipeline", t_bcast_pipeline}};
+                                {"pipeline", t_bcast_pipeline},
+                                {"shm", nullptr}};
 constexpr Algorithm kReduce[] = {{"binomial", t_reduce_binomial},
                                  {"rabenseifner", t_reduce_rabenseifner}};
 constexpr Algorithm kAllreduce[] = {{"recursive_doubling", t_allreduce_recursive_doubling},
@@ -164,8 +165,10 @@ constexpr Algorithm kRooted[] = {{"binomial", t_rooted_binomial}, {"linear", t_r
 constexpr Algorithm kRootedV[] = {{"binomial", t_rootedv_binomial}, {"linear", t_rooted_linear}};
 constexpr Algorithm kAllgather[] = {{"recursive_doubling", t_allgather_recursive_doubling},
                                     {"bruck", t_allgather_bruck},
-                                    {"ring", t_allgather_ring}};
-constexpr Algorithm kAlltoall[] = {{"pairwise", t_alltoall_pairwise}, {"bruck", t_alltoall_bruck}};
+                                    {"ring", t_allgather_ring},
+                                    {"shm", nullptr}};
+constexpr Algorithm kAlltoall[] = {
+    {"pairwise", t_alltoall_pairwise}, {"bruck", t_alltoall_bruck}, {"shm", nullptr}};
 constexpr Algorithm kAlltoallV[] = {{"pairwise", t_alltoall_pairwise},
                                     {"bruck", t_alltoallv_bruck}};
 constexpr Algorithm kReduceScatter[] = {{"recursive_halving", t_reduce_scatter_recursive_halving},

@@ -42,18 +42,19 @@ inline constexpr std::size_t kCollCount = 16;
 
 // Algorithms of each collective, in table order (the order of their names below; on equal
 // cost the first one wins).
-// `shm`: the node-shared paths of node_shared.hpp (flag barrier, small allreduce through the
-// node's shared segment). They replace messages by cache-line writes and reads, which the
-// α–β model (α from p2p's link_rtt_us) cannot price, so they have no formula: they are taken
-// whenever the call can use them (a node-local communicator, a payload that fits the
-// segment) unless RMP_<COLL>_ALGO forces another algorithm.
+// `shm`: the node-shared paths of node_shared.hpp (flag barrier; allreduce, bcast,
+// allgather(v) and alltoall through the node's shared segment). They replace messages by
+// cache-line writes and reads and by copies into and out of shared chunks, which the α–β
+// model (α and β from p2p's link_rtt_us and link_bw) cannot price, so they have no formula:
+// they are taken whenever the call can use them (a node-local communicator; for alltoall,
+// pieces of at least a cache line) unless RMP_<COLL>_ALGO forces another algorithm.
 enum class BarrierAlgo : std::uint8_t { dissemination, shm };
-enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline };
+enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm };
 enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner };
 enum class AllreduceAlgo : std::uint8_t { recursive_doubling, rabenseifner, ring, shm };
 enum class RootedAlgo : std::uint8_t { binomial, linear };  // gather(v), scatter(v)
-enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring };
-enum class AlltoallAlgo : std::uint8_t { pairwise, bruck };
+enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring, shm };
+enum class AlltoallAlgo : std::uint8_t { pairwise, bruck, shm };  // shm: alltoall only
 enum class ReduceScatterAlgo : std::uint8_t { recursive_halving, ring };
 enum class ScanAlgo : std::uint8_t { recursive_doubling, chain };
 
@@ -102,7 +103,7 @@ int forced(Coll k);
 void reload_forced_algorithms();
 
 // The per-call choice: forced, else cheapest. A forced `shm` that this call cannot use
-// (`node_shared` false: not node-local, or the payload does not fit) falls back to the
+// (`node_shared` false: not node-local, or alltoall's pieces too small) falls back to the
 // formulas.
 int select(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared = false);
 

@@ -151,18 +151,25 @@ void Context::Idle::operator()() {
     cpu_relax();
     return;
   }
+  using Clock = std::chrono::steady_clock;
   if (idle_++ == 0) {
-    since_ = std::chrono::steady_clock::now();
+    since_ = Clock::now();
     return;
   }
   // Look at the clock only every few polls: it costs ~20 ns.
-  if ((idle_ & 15) != 0) {
-    cpu_relax();
-    return;
+  const bool look = (idle_ & 15) == 0;
+  if (!spun_) {
+    if (!look) {
+      cpu_relax();
+      return;
+    }
+    if (Clock::now() - since_ < std::chrono::duration<double, std::micro>(p.spin_us)) return;
+    spun_ = true;
   }
-  const auto idle_for = std::chrono::steady_clock::now() - since_;
-  if (idle_for < std::chrono::duration<double, std::micro>(p.spin_us)) return;
-  if (p.wait_mode == WaitMode::block && idle_for > std::chrono::milliseconds(1)) {
+  // Past spin_us every idle poll gives the core away, not every few: when ranks outnumber
+  // cores, the rank this one waits for may be queued behind it on the same core.
+  if (p.wait_mode == WaitMode::block && look &&
+      Clock::now() - since_ > std::chrono::milliseconds(1)) {
     // Long idle periods: let the core go entirely for a short while.
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     return;

@@ -55,16 +55,18 @@ public:
   }
 
   // Called by a waiting loop each time progress() found nothing: spins for spin_us, then
-  // yields (or sleeps briefly in `block` mode) so that oversubscribed ranks share cores.
+  // yields on every call (or sleeps briefly in `block` mode) so that oversubscribed ranks
+  // share cores.
   class Idle {
   public:
     explicit Idle(const Context& c) : c_(c) {}
     void operator()();
-    void reset() { idle_ = 0; }
+    void reset() { idle_ = 0, spun_ = false; }
 
   private:
     const Context& c_;
     std::uint64_t idle_ = 0;
+    bool spun_ = false;  // spin_us has passed: yield on every idle poll
     std::chrono::steady_clock::time_point since_;
   };
 

@@ -13,6 +13,7 @@
 // ranks only. Release build, this machine (2 cores shared): see the report for timings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <complex>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/node_shared.hpp"
 #include "collectives/reduce_ops.hpp"
 #include "collectives/select.hpp"
 #include "tests/coll_values.hpp"
@@ -268,7 +270,45 @@ void for_rank_counts(const Body& body, std::initializer_list<int> ns = {1, 2, 3,
   }
 }
 
+// The node-shared algorithms with the signatures of the others, so that the sweeps run them
+// like any algorithm. Thread-ranks share one node, so from 2 ranks on the communicator's
+// segment exists; a single rank has none and runs the p2p algorithm (as the dispatch does).
+void bcast_shm(const CommImpl& c, void* buf, std::size_t bytes, int root) {
+  if (coll::NodeShared* ns = coll::node_shared(c)) return coll::shm_bcast(c, *ns, buf, bytes, root);
+  coll::bcast_binomial(c, buf, bytes, root);
+}
+void allreduce_shm(const CommImpl& c, const void* in, void* out, std::size_t count,
+                   std::size_t esize, Type t, Op op) {
+  if (coll::NodeShared* ns = coll::node_shared(c))
+    return coll::shm_allreduce(c, *ns, in, out, count, esize, t, op);
+  coll::allreduce_recursive_doubling(c, in, out, count, esize, t, op);
+}
+void allgather_shm(const CommImpl& c, const void* in, void* out, const Layout& l) {
+  if (coll::NodeShared* ns = coll::node_shared(c)) return coll::shm_allgather(c, *ns, in, out, l);
+  coll::allgather_ring(c, in, out, l);
+}
+void alltoall_shm(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
+  coll::NodeShared* ns = coll::node_shared(c);
+  if (ns && coll::shm_alltoall_fits(c, *ns)) return coll::shm_alltoall(c, *ns, in, out, bytes);
+  const Layout l = Layout::uniform(bytes);
+  coll::alltoall_pairwise(c, in, l, out, l);
+}
+
 }  // namespace
+
+// reduce_into (out = a op b in one pass; the chunked shm allreduce uses it) against copying a
+// and combining b in place, bit for bit, for every Op x type, on order-sensitive inputs.
+TEST(ReduceKernels, ReduceInto_SameBitsAsCopyThenReduceApply) {
+  for (TypeOp p : all_pairs())
+    for (std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{1000}}) {
+      const auto a = input(p.t, p.op, 0, count, 77, true), b = input(p.t, p.op, 1, count, 77, true);
+      std::vector<std::byte> apart(a.size()), in_place = a;
+      coll::reduce_into(p.op, p.t, a.data(), b.data(), apart.data(), count);
+      coll::reduce_apply(p.op, p.t, b.data(), in_place.data(), count);
+      EXPECT_EQ(apart, in_place) << coll::type_name(p.t) << " " << coll::op_name(p.op)
+                                 << " count=" << count;
+    }
+}
 
 TEST(CollThreads, Barrier_NoRankLeavesBeforeAllArrive) {
   for (int n = 1; n <= 8; ++n) {
@@ -292,7 +332,8 @@ TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
   using Fn = void (*)(const CommImpl&, void*, std::size_t, int);
   const std::pair<const char*, Fn> algos[] = {{"binomial", coll::bcast_binomial},
                                               {"scatter_allgather", coll::bcast_scatter_allgather},
-                                              {"pipeline", coll::bcast_pipeline}};
+                                              {"pipeline", coll::bcast_pipeline},
+                                              {"shm", bcast_shm}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     if (coll::segment_bytes(t.world) != kSeg || coll::segments_in_flight(t.world) != 2)
@@ -321,7 +362,8 @@ using AllreduceFn = void (*)(const CommImpl&, const void*, void*, std::size_t, s
 const std::pair<const char*, AllreduceFn> kAllreduce[] = {
     {"recursive_doubling", coll::allreduce_recursive_doubling},
     {"rabenseifner", coll::allreduce_rabenseifner},
-    {"ring", coll::allreduce_ring}};
+    {"ring", coll::allreduce_ring},
+    {"shm", allreduce_shm}};
 
 }  // namespace
 
@@ -487,7 +529,8 @@ TEST(CollThreads, Allgather_EveryAlgorithmRankCountAndLayout) {
   const std::pair<const char*, Fn> algos[] = {
       {"recursive_doubling", coll::allgather_recursive_doubling},
       {"bruck", coll::allgather_bruck},
-      {"ring", coll::allgather_ring}};
+      {"ring", coll::allgather_ring},
+      {"shm", allgather_shm}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::uint64_t salt = 2000;
@@ -533,8 +576,8 @@ TEST(CollThreads, Alltoall_EveryAlgorithmRankCountAndLayout) {
     auto blk = [](int s, int d, std::size_t len, std::uint64_t salt_) {
       return pattern_block(s * 64 + d, len, salt_);
     };
-    for (int algo = 0; algo < 2; ++algo) {
-      const char* name = algo ? "bruck" : "pairwise";
+    for (int algo = 0; algo < 3; ++algo) {
+      const char* name = algo == 2 ? "shm" : algo ? "bruck" : "pairwise";
       for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{9}, kSeg + 1}) {
         ++salt;
         const std::size_t total = bytes * static_cast<std::size_t>(n);
@@ -544,7 +587,8 @@ TEST(CollThreads, Alltoall_EveryAlgorithmRankCountAndLayout) {
         const bool inplace = salt % 2;
         if (inplace) out = in;
         const Layout l = Layout::uniform(bytes);
-        if (algo)
+        if (algo == 2) alltoall_shm(t.world, inplace ? nullptr : in.data(), out.data(), bytes);
+        else if (algo)
           coll::alltoall_bruck(t.world, inplace ? nullptr : in.data(), l, out.data(), l, true);
         else coll::alltoall_pairwise(t.world, inplace ? nullptr : in.data(), l, out.data(), l);
         for (int s = 0; s < n; ++s)
@@ -552,8 +596,10 @@ TEST(CollThreads, Alltoall_EveryAlgorithmRankCountAndLayout) {
                   where(name, n, me, bytes) + " from " + std::to_string(s) +
                       (inplace ? " in place" : ""));
       }
-      // alltoallv: size of the block s → d from a shared rule (zeros included).
+      // alltoallv: size of the block s → d from a shared rule (zeros included). (Not shm:
+      // alltoallv has none, its block sizes are not known to every rank.)
       for (bool scattered : {false, true}) {
+        if (algo == 2) break;
         ++salt;
         auto len = [&](int s, int d) {
           const std::uint64_t x = h(s * 64 + d, 0, salt);
@@ -662,8 +708,8 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
                         where(name, n, me, count));
         }
         const std::size_t bytes = (2u << 20) + 3;
-        for (auto fn :
-             {coll::bcast_binomial, coll::bcast_scatter_allgather, coll::bcast_pipeline}) {
+        for (auto fn : {coll::bcast_binomial, coll::bcast_scatter_allgather, coll::bcast_pipeline,
+                        bcast_shm}) {
           std::vector<std::byte> buf =
               me == 1 % n ? pattern_block(7, bytes, 4) : std::vector<std::byte>(bytes);
           fn(t.world, buf.data(), bytes, 1 % n);
@@ -674,10 +720,16 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           const std::size_t block = (1u << 20) / static_cast<std::size_t>(n) + 1;
           std::vector<std::byte> out(block * n);
           auto mine = pattern_block(me, block, 5);
-          coll::allgather_ring(t.world, mine.data(), out.data(), Layout::uniform(block));
-          for (int r = 0; r < n; ++r)
-            f.equal(out.data() + r * block, pattern_block(r, block, 5).data(), block,
-                    where("allgather_ring", n, me, block));
+          using Fn = void (*)(const CommImpl&, const void*, void*, const Layout&);
+          const std::pair<const char*, Fn> allgathers[] = {{"allgather_ring", coll::allgather_ring},
+                                                           {"allgather_shm", allgather_shm}};
+          for (auto [name, fn] : allgathers) {
+            std::fill(out.begin(), out.end(), std::byte{0xee});
+            fn(t.world, mine.data(), out.data(), Layout::uniform(block));
+            for (int r = 0; r < n; ++r)
+              f.equal(out.data() + r * block, pattern_block(r, block, 5).data(), block,
+                      where(name, n, me, block));
+          }
           std::vector<std::size_t> counts(n, block / 4);
           auto rin = input(Type::i32, Op::sum, me, block / 4 * n, 6);
           std::vector<std::byte> rout(block / 4 * 4);
@@ -694,6 +746,11 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           for (int s = 0; s < n; ++s)
             f.equal(aout.data() + s * block, pattern_block(s * 64 + me, block, 8).data(), block,
                     where("alltoall_pairwise", n, me, block));
+          std::fill(aout.begin(), aout.end(), std::byte{0xee});
+          alltoall_shm(t.world, ain.data(), aout.data(), block);
+          for (int s = 0; s < n; ++s)
+            f.equal(aout.data() + s * block, pattern_block(s * 64 + me, block, 8).data(), block,
+                    where("alltoall_shm", n, me, block));
         }
         {
           auto in = input(Type::f64, Op::max, me, count / 2, 10);
