@@ -248,11 +248,12 @@ void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& 
 Calibration calibrate_shm(Bootstrap& boot, const ShmCalibrationOptions& opt) {
   const JobIdentity& id = boot.identity();
   if (id.size <= 1) return Calibration{std::nullopt, "singleton", 0};
+  // RMP_CALIBRATE is part of the job's environment, the same on every rank: no rank waits.
+  if (!opt.enabled) return Calibration{std::nullopt, "RMP_CALIBRATE=0", 0};
   const bool owner = id.node_id == 0 && id.local_rank == 0;
-  const bool partner = id.node_id == 0 && id.local_rank == 1 && opt.enabled;
+  const bool partner = id.node_id == 0 && id.local_rank == 1;
   std::string skip;
-  if (!opt.enabled) skip = "RMP_CALIBRATE=0";
-  else if (id.local_size < 2) skip = "no second rank on node 0";
+  if (id.local_size < 2) skip = "no second rank on node 0";
   return share_calibration(
       boot, "calib/shm", owner, skip, [&] { return measure_as_owner(id, opt); },
       partner ? std::function<void()>([&] { participate_as_partner(id, opt); }) : nullptr,
