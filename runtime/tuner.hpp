@@ -1,8 +1,11 @@
 // The adaptive tuner (RMP_TUNE=adaptive, DESIGN §5): for each message-size bucket it keeps a
 // window of recent completion costs of the setting in use and moves that setting, one step of
 // one knob at a time, toward the fastest observed one. Mostly it exploits (1 use in
-// kExplorePeriod tries a neighbouring setting); a neighbour replaces the current setting when
-// the median of a full window of its costs beats the current window's median by kMargin.
+// kExplorePeriod tries a neighbouring setting); a neighbour replaces the current setting when,
+// over a full window of its costs, the median ratio to the current setting's latest cost
+// before each is below 1 - kMargin. Pairing each exploration with a sample taken just before
+// it compares the two under the same conditions, so a machine whose speed drifts (other jobs,
+// cores changing placement) does not make a setting look better than it is.
 // Pure: it is fed observations and never reads a clock, so a unit test drives it with a
 // synthetic cost model (tests/unit/test_tuner.cpp).
 //
@@ -72,15 +75,18 @@ public:
     if (!b.enabled) return false;
     if (s == b.current) {
       b.now.add(cost);
+      b.latest = cost;
       return false;
     }
     if (!b.has_candidate || s != b.candidate) return false;  // stale: from before a move
-    b.cand.add(cost);
+    if (b.latest <= 0) return false;
+    b.cand.add(cost / b.latest);
     if (b.cand.count < kWindow) return false;
-    const bool better = b.cand.median() < b.now.median() * (1 - kMargin);
+    const bool better = b.cand.median() < 1 - kMargin;
     if (better) {
       b.current = b.candidate;
-      b.now = b.cand;
+      b.now = Window{};  // the new setting's own costs start the next comparisons
+      b.latest = 0;
       ++moves_;
       // Keep going the way that paid (momentum): try the same step again first.
     } else {
@@ -118,7 +124,8 @@ private:
     Setting candidate{};
     std::uint8_t next_step = 0;  // step = dimension × 2 + (0: down, 1: up)
     std::uint64_t uses = 0;
-    Window now, cand;
+    double latest = 0;  // the current setting's latest cost
+    Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
   };
 
   // The next valid ±1 step from current, in round-robin order from next_step.

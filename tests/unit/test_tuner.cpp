@@ -123,6 +123,34 @@ TEST(Tuner, StartAtOptimum_ExplorationCostsUnderTenPercent) {
   EXPECT_EQ(t.moves(), 0u);
 }
 
+// The machine's speed drifts under the tuner: every 500 uses it switches between normal and
+// three times slower (other jobs, the two vCPUs changing placement). Each exploration is
+// compared with the current setting's cost just before it, so the climb still reaches the
+// optimum and stays.
+TEST(Tuner, DriftingMachineSpeed_StillReachesOptimumAndStays) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    HillTuner t({7, 6, 5});
+    const std::size_t bucket = 17;
+    t.enable(bucket, {3, 3, 1});
+    SyntheticCost model{{5, 1, 3}, std::mt19937_64(seed)};
+    std::uint64_t converged_at = 0, left = 0;
+    bool at_best = false;
+    for (std::uint64_t i = 1; i <= 200 * kUsesPerWindow; ++i) {
+      const double speed = (i / 500) % 2 ? 3.0 : 1.0;
+      const HillTuner::Choice c = t.choose(bucket);
+      t.observe(bucket, c.setting, speed * model.noisy(c.setting));
+      const bool now_best = t.current(bucket) == model.best;
+      if (now_best && !at_best) converged_at = i;
+      if (!now_best && at_best) ++left;
+      at_best = now_best;
+    }
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    EXPECT_TRUE(at_best);
+    EXPECT_LE(converged_at, 40 * kUsesPerWindow);
+    EXPECT_EQ(left, 0u);
+  }
+}
+
 // Buckets are independent: two size buckets with different optima each find their own.
 TEST(Tuner, Buckets_EachFindTheirOwnOptimum) {
   HillTuner t({7, 6, 5});
