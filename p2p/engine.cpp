@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -90,6 +91,8 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   credit_bytes_ = std::max<std::size_t>(p.rq_depth, 1) *
                   std::max({eager_threshold_, inline_threshold_, kCreditUnit});
   peers_.resize(static_cast<std::size_t>(ctx.size()));
+  if (p.tune_adaptive)
+    tuner_ = std::make_unique<p2p::ProtocolTuner>(inline_threshold_, eager_threshold_);
 }
 
 
@@ -113,7 +116,10 @@ void Engine::free_request(RequestState* r) {
 
 void Engine::complete(RequestState* r) {
   r->complete = true;
-  if (r->kind == RequestState::Kind::send) --outstanding_sends_;
+  if (r->kind == RequestState::Kind::send) {
+    --outstanding_sends_;
+    if (r->tuned) observe_protocol(*r);
+  }
   if (r->released) free_request(r);
 }
 
@@ -243,7 +249,9 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   if (world == ctx_.rank()) ++c.msgs_self;
 
   EagerHeader e{0, comm.context(ch), tag, comm.rank()};
-  const bool fits_eager = bytes <= std::max(inline_threshold_, eager_threshold_);
+  const bool fits_eager = tuned_send(ch, world, bytes, sync)
+                              ? pick_protocol(*r, bytes)
+                              : bytes <= std::max(inline_threshold_, eager_threshold_);
   if (fits_eager && p.credits >= credit_charge(bytes)) {
     p.credits -= credit_charge(bytes);
     const bool inl = bytes <= inline_threshold_;
@@ -259,7 +267,10 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
     }
     return r;
   }
-  if (fits_eager) ++c.credit_stalls;
+  if (fits_eager) {
+    ++c.credit_stalls;
+    r->tuned = false;  // the tuner's eager pick did not happen
+  }
   ++c.msgs_rndv;
   c.bytes_rndv += bytes;
   rt::Endpoint& ep = endpoint_of(p, world);
@@ -279,7 +290,8 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
   const int world = comm.world_rank(dest);
   Peer& p = peer(world);
   if (bytes <= std::max(inline_threshold_, eager_threshold_) &&
-      p.credits >= credit_charge(bytes) && p.data.empty() && p.control.empty()) {
+      p.credits >= credit_charge(bytes) && p.data.empty() && p.control.empty() &&
+      !tuned_send(ch, world, bytes, false)) {
     const bool inl = bytes <= inline_threshold_;
     EagerHeader e{static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX)),
                   comm.context(ch), tag, comm.rank()};
@@ -312,6 +324,37 @@ void Engine::return_credit(Peer& p, int world, std::size_t bytes) {
     ++ctx_.counters().credit_returns;
     send_or_queue(p, world, Am::credit, p2p::bytes_of(h), {}, true, nullptr, true);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adaptive protocol choice (RMP_TUNE=adaptive): the tuner is consulted at the decision above
+// and fed each tuned send's time from post to completion. The clock is read only for tuned
+// sends.
+
+namespace {
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+bool Engine::pick_protocol(RequestState& r, std::size_t bytes) {
+  const p2p::ProtocolTuner::Pick pick = tuner_->pick(bytes);
+  rt::Counters& c = ctx_.counters();
+  c.tune_explorations += pick.explore;
+  if (pick.eager && bytes > eager_threshold_) ++c.tune_eager_above;
+  if (!pick.eager && bytes <= eager_threshold_) ++c.tune_rndv_below;
+  r.tuned = true;
+  r.tuned_eager = pick.eager;
+  r.tune_posted_ns = now_ns();
+  return pick.eager;
+}
+
+void Engine::observe_protocol(RequestState& r) {
+  r.tuned = false;
+  const double seconds = static_cast<double>(now_ns() - r.tune_posted_ns) * 1e-9;
+  if (tuner_->observe(r.bytes, r.tuned_eager, seconds)) ++ctx_.counters().tune_moves;
 }
 
 // ---------------------------------------------------------------------------------------------

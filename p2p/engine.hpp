@@ -16,6 +16,7 @@
 #include <rmp/rmp.hpp>
 
 #include "p2p/activity.hpp"
+#include "p2p/protocol_tuner.hpp"
 #include "p2p/wire.hpp"
 #include "runtime/context.hpp"
 #include "runtime/transport/transport.hpp"
@@ -53,6 +54,10 @@ struct RequestState {
   class Engine* engine = nullptr;
   // activity (non-blocking collective)
   std::unique_ptr<Activity> activity;
+  // RMP_TUNE=adaptive: a send whose protocol the tuner chose, observed when it completes
+  bool tuned = false;
+  bool tuned_eager = false;
+  std::int64_t tune_posted_ns = 0;
 };
 
 }  // namespace rmp::detail
@@ -221,6 +226,15 @@ private:
   void start_rendezvous(RequestState* r, int peer, const p2p::RtsHeader& h);
   static void on_get_done(rt::Completion* c, rt::TStatus s);
 
+  // RMP_TUNE=adaptive (p2p/protocol_tuner.hpp): whether the tuner picks this send's protocol,
+  // the pick (recorded in r), and the observation when r completes.
+  bool tuned_send(p2p::Channel ch, int world, std::size_t bytes, bool sync) const {
+    return tuner_ && ch == p2p::Channel::user && !sync && world != ctx_.rank() &&
+           tuner_->tunes(bytes);
+  }
+  bool pick_protocol(RequestState& r, std::size_t bytes);
+  void observe_protocol(RequestState& r);
+
   rt::Context& ctx_;
   std::size_t inline_threshold_, eager_threshold_;
   std::size_t credit_bytes_;  // eager buffer each receiver grants each sender
@@ -235,6 +249,7 @@ private:
   std::size_t unexpected_now_ = 0;
   std::vector<RequestState*> activities_;
   std::size_t active_gets_ = 0;  // rendezvous reads in progress at this rank
+  std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
   std::recursive_mutex mu_;
   bool threaded_ = false;
   struct ProgressThread;

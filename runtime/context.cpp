@@ -12,7 +12,9 @@
 #include <rmp/rmp.hpp>
 
 #include "runtime/log.hpp"
+#include "runtime/spin.hpp"
 #include "runtime/transport/self/self_transport.hpp"
+#include "runtime/transport/shm/shm_calibration.hpp"
 #include "runtime/transport/shm/shm_transport.hpp"
 
 namespace rmp::rt {
@@ -26,14 +28,6 @@ constexpr auto kAddressTimeout = std::chrono::seconds(120);
 enum class TransportId : std::uint8_t { shm = 1 };
 
 std::size_t next_pow2(std::size_t v) { return std::bit_ceil(std::max<std::size_t>(v, 1)); }
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace
 
@@ -77,6 +71,11 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   in.transport = "shm";
   in.limits = shm_limits(am_header_bytes);
   in.oversubscribed = oversubscribed_;
+  // Link figures first: every formula below reads them, and all ranks must agree on them.
+  calibration_ = calibrate_shm(
+      *boot_, ShmCalibrationOptions{.enabled = settings_.calibrate, .cma = settings_.shm_cma});
+  in.calibrated = calibration_.figures;
+  in.not_calibrated_reason = calibration_.reason;
   params_ = resolve_params(in);
   am_header_bytes_ = am_header_bytes;
   self_ = make_self_transport(id().rank, sink);
@@ -91,6 +90,7 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     // pair segment may reasonably hold (each pair maps 2 × nchunks × chunk_bytes).
     cfg.chunk_bytes = std::clamp<std::size_t>(p.fragment_size, 4096, std::size_t(1) << 20);
     cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
+    cfg.tune = p.tune_adaptive;
     cfg.cma = settings_.shm_cma;
     cfg.copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
                : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks
@@ -104,7 +104,11 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   }
   if (id().size > 1) boot_->put("addr/" + std::to_string(id().rank), address);
   if (settings_.print_params && id().rank == 0) {
-    std::string t = format_params(params_, false);
+    std::string t = "shm calibration: " +
+                    (calibration_.figures ? std::string("measured")
+                                          : "declared figures (" + calibration_.reason + ")") +
+                    ", " + std::to_string(static_cast<long>(calibration_.took_us)) + " us\n" +
+                    format_params(params_, false);
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   }
@@ -141,6 +145,7 @@ std::vector<ParamInfo> Context::effective_params(std::string_view transport) con
   ParamsInput in = params_input_from_environment();
   in.transport = std::string(transport);
   in.limits = transport == "shm" ? shm_limits(am_header_bytes_) : declared_limits(transport);
+  in.not_calibrated_reason = "no " + in.transport + " calibration yet";
   in.oversubscribed = oversubscribed_;
   return resolve_params(in).rows;
 }
@@ -201,6 +206,13 @@ void Context::print_stats() const {
   add("shm_split_helped", c.shm_split_helped);
   add("shm_segments", c.shm_segments);
   add("endpoints", c.endpoints);
+  if (params_.values.tune_adaptive) {
+    add("tune_explorations", c.tune_explorations);
+    add("tune_moves", c.tune_moves);
+    add("tune_eager_above", c.tune_eager_above);
+    add("tune_rndv_below", c.tune_rndv_below);
+    add("tune_gets_retuned", c.tune_gets_retuned);
+  }
   s += "\n";
   std::fwrite(s.data(), 1, s.size(), stderr);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/calibration.hpp"
 #include "runtime/params.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/transport/transport.hpp"
@@ -36,6 +37,8 @@ public:
   const Params& params() const { return params_.values; }
   const ParamSet& param_set() const { return params_; }
   const EnvSettings& settings() const { return settings_; }
+  // How the link figures were obtained (measured or why not); valid after start().
+  const Calibration& calibration() const { return calibration_; }
   std::vector<ParamInfo> effective_params(std::string_view transport) const;
   Counters& counters() { return counters_; }
   bool oversubscribed() const { return oversubscribed_; }
@@ -79,6 +82,7 @@ private:
   std::unique_ptr<Bootstrap> boot_;
   std::size_t am_header_bytes_ = 0;
   ParamSet params_;
+  Calibration calibration_;
   EnvSettings settings_;
   Counters counters_;
   bool oversubscribed_ = false;

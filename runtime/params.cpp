@@ -50,6 +50,8 @@ enum class Knob : std::size_t {
   max_rtt_ms,
   srq_safety,
   copy_bw,
+  rndv_setup_us,
+  tune,
   count  // also "none" where a table field may name a knob
 };
 constexpr std::size_t kKnobCount = static_cast<std::size_t>(Knob::count);
@@ -70,6 +72,7 @@ constexpr std::array<std::string_view, kProfileCount> kProfileNames{"latency", "
 constexpr std::string_view kOffOn[] = {"off", "on"};
 constexpr std::string_view kWaitModes[] = {"poll", "yield", "block"};
 constexpr std::string_view kConnectModes[] = {"lazy", "eager"};  // index 1 == connect_eager
+constexpr std::string_view kTuneModes[] = {"static", "adaptive"};  // index 1 == tune_adaptive
 constexpr double kOn = 1, kPoll = 0, kYield = 1, kLazy = 0;
 static_assert(static_cast<int>(WaitMode::poll) == kPoll &&
                   static_cast<int>(WaitMode::yield) == kYield &&
@@ -258,7 +261,13 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .help = "Messages up to this size travel inline with their header (0-1024; 0 = off). "
              "Values above the device's limit are clamped."},
     {.id = Knob::eager_threshold, .name = "eager_threshold", .type = Type::size, .unit = "bytes",
-     .field = &Params::eager_threshold, .default_value = 16384, .min = 0, .max = 1 * MiB,
+     .field = &Params::eager_threshold, .min = 0, .max = 1 * MiB,
+     .formula = [](Resolver& r) -> double {
+       return static_cast<double>(eager_threshold_formula(
+           r.get(Knob::copy_bw), r.get(Knob::link_rtt_us), r.get(Knob::rndv_setup_us)));
+     },
+     .formula_text = "copy_bw x (link_rtt_us + rndv_setup_us) / 1e6: where rendezvous's extra "
+                     "handshake costs less than eager's extra copy",
      .meaning = {"unexpected sends up to it are buffered", "eager-copy through ring slots",
                  "eager-copy through the socket", "eager-copy through bounce buffers"},
      .help = "Messages up to this size are copied eagerly; larger ones use rendezvous-get "
@@ -381,6 +390,21 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
                  "memcpy bandwidth (bounce buffers)"},
      .help = "Memory-copy bandwidth (1e6-1e13 bytes/s), calibrated at start-up; used by the "
              "cost model to choose between copy paths."},
+    {.id = Knob::rndv_setup_us, .name = "rndv_setup_us", .type = Type::real, .unit = "us",
+     .field = &Params::rndv_setup_us, .default_value = 1, .min = 0, .max = 1e6,
+     .declared = {std::nullopt, 1.0, std::nullopt, std::nullopt},
+     .calibrated = &LinkFigures::rndv_setup_us,
+     .meaning = {"", "start of a get (a process_vm_readv call)", "start of an emulated get",
+                 "registration and start of an RDMA read"},
+     .help = "Fixed cost of starting a rendezvous get beyond the handshake's round trip "
+             "(0-1e6 us): calibrated at start-up, else declared. Feeds eager_threshold."},
+    {.id = Knob::tune, .name = "tune", .type = Type::choice, .unit = "",
+     .field = &Params::tune_adaptive, .default_value = 0, .choices = kTuneModes,
+     .meaning = {"", "eager/rendezvous switch, chunk size and chunks in flight per size bucket",
+                 "", ""},
+     .help = "static|adaptive: adaptive moves each rank's point-to-point eager/rendezvous "
+             "switch, get fragment size and pipeline depth per message-size bucket toward the "
+             "fastest observed setting (settings that shape collectives are never tuned)."},
 }};
 // clang-format on
 
@@ -622,7 +646,10 @@ void Resolver::resolve(Knob k) {
       r.value = declared.value_or(d.default_value);
       // DESIGN §5: running on declared link figures (singleton, RMP_CALIBRATE=0, no partner)
       // is something the printout must say.
-      if (d.calibrated) r.note = "declared, not calibrated";
+      if (d.calibrated)
+        r.note = in_.not_calibrated_reason.empty()
+                     ? "declared, not calibrated"
+                     : "declared, not calibrated (" + in_.not_calibrated_reason + ")";
     }
     // Only implicit values are clamped: an explicit one out of range was an error above.
     if (r.value < range.min || r.value > range.max) {
@@ -682,7 +709,7 @@ void store(Params& p, const Field& field, double v) {
 constexpr std::string_view kOtherVariables[] = {"RMP_TRANSPORTS", "RMP_PROFILE",
                                                 "RMP_CALIBRATE",  "RMP_SHM_CMA",
                                                 "RMP_SHM_COPY",   "RMP_PROGRESS_THREAD",
-                                                "RMP_TUNE",       "RMP_ALLREDUCE_COMPRESS",
+                                                "RMP_ALLREDUCE_COMPRESS",
                                                 "RMP_RANK",       "RMP_SIZE",
                                                 "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
                                                 "RMP_NODE_ID",    "RMP_KVS",
@@ -827,6 +854,10 @@ std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::siz
 }
 
 double spin_us_formula(double link_rtt_us) { return std::max(1.0, 2 * link_rtt_us); }
+
+std::size_t eager_threshold_formula(double copy_bw_Bps, double link_rtt_us, double rndv_setup_us) {
+  return to_size(round_up(copy_bw_Bps * (link_rtt_us + rndv_setup_us) * 1e-6));
+}
 
 std::vector<std::string_view> knob_names() {
   std::vector<std::string_view> names;

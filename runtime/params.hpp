@@ -30,10 +30,12 @@ struct TransportLimits {
 };
 
 // Link figures measured at start-up (calibration, tuning-model issue) or declared.
+// A figure of 0 was not measured (its knob falls back to the declared value).
 struct LinkFigures {
   double bw_Bps = 0;
   double rtt_us = 0;
   double copy_bw_Bps = 0;
+  double rndv_setup_us = 0;
 };
 
 // Effective values used on the data path.
@@ -63,6 +65,8 @@ struct Params {
   double max_rtt_ms = 0;
   double srq_safety = 0;
   double copy_bw = 0;  // bytes/s
+  double rndv_setup_us = 0;  // µs
+  bool tune_adaptive = false;  // RMP_TUNE=adaptive (runtime/tuner.hpp)
 };
 
 struct ParamsInput {
@@ -71,6 +75,9 @@ struct ParamsInput {
   std::string transport;  // "" = global view; "self", "shm", "tcp", "verbs"
   TransportLimits limits;
   std::optional<LinkFigures> calibrated;  // figures measured at start-up, if any
+  // Why link figures are declared rather than measured ("singleton", "RMP_CALIBRATE=0", …);
+  // shown in the rows' notes. Empty: no reason given (rinfo, tests).
+  std::string not_calibrated_reason;
   bool oversubscribed = false;            // more local ranks than cores
 };
 
@@ -103,6 +110,11 @@ std::size_t srq_size_formula(std::size_t rq_depth, std::size_t lanes, double srq
 std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::size_t sq_depth,
                              std::size_t rq_depth);
 double spin_us_formula(double link_rtt_us);
+// The size where rendezvous starts to pay: its extra handshake (RTS out, FIN back: one round
+// trip, plus the cost of setting up the get) against the extra copy eager makes (the payload
+// goes through a bounce buffer: size / copy_bw). Equal at
+//   eager_threshold = copy_bw × (link_rtt_us + rndv_setup_us) × 1e-6   (bytes)
+std::size_t eager_threshold_formula(double copy_bw_Bps, double link_rtt_us, double rndv_setup_us);
 
 // Names of every knob (for the launcher's --param validation and rinfo).
 std::vector<std::string_view> knob_names();

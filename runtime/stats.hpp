@@ -25,6 +25,12 @@ struct Counters {
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_segments = 0;         // pair segments this rank mapped
   std::uint64_t endpoints = 0;            // peers connected (created on first use)
+  // RMP_TUNE=adaptive (runtime/tuner.hpp): its decisions.
+  std::uint64_t tune_explorations = 0;    // messages or gets sent with a neighbouring setting
+  std::uint64_t tune_moves = 0;           // times a size bucket moved to a faster setting
+  std::uint64_t tune_eager_above = 0;     // eager sends larger than eager_threshold
+  std::uint64_t tune_rndv_below = 0;      // rendezvous sends not larger than eager_threshold
+  std::uint64_t tune_gets_retuned = 0;    // chunked gets with another chunk size or depth
 };
 
 // Counters of this process's default context (world()). Valid between Environment's

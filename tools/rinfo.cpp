@@ -232,6 +232,7 @@ int main(int argc, char** argv) {
         in.transport = transport;
         in.limits = rmp::rt::declared_limits(transport);
         in.calibrated.reset();
+        in.not_calibrated_reason = "rinfo measures nothing; ranks calibrate at start-up";
         const rmp::rt::ParamSet set = rmp::rt::resolve_params(in);
         if (!json) {
           std::cout << "rmp " << RMP_VERSION << " parameters: transport "

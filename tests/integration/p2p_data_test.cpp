@@ -149,8 +149,9 @@ TEST(Integrity, FragmentEdges_UpTo64MiB_ArriveIntact) {
 
 // The sender picks inline up to inline_threshold, eager up to eager_threshold, rendezvous
 // above (DESIGN §2), as counted by rmp::rt::counters(); eager sends turned into rendezvous
-// for want of credits are allowed only as counted credit_stalls. Rendezvous gets use the copy
-// path a variant forces (RMP_SHM_COPY=single|chunks, RMP_SHM_CMA=0).
+// for want of credits are allowed only as counted credit_stalls, and (RMP_TUNE=adaptive)
+// choices of the tuner only as counted tune_eager_above / tune_rndv_below. Rendezvous gets
+// use the copy path a variant forces (RMP_SHM_COPY=single|chunks, RMP_SHM_CMA=0).
 TEST(Protocol, SelectionFollowsEffectiveThresholds) {
   const int r = rank(), n = size();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";
@@ -199,30 +200,37 @@ TEST(Protocol, SelectionFollowsEffectiveThresholds) {
           << sizes[i] << " B message";
   }
   const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t d_rndv = after.msgs_rndv - before.msgs_rndv;
   if (r == 0) {
     const std::uint64_t d_inline = after.msgs_inline - before.msgs_inline;
     const std::uint64_t d_eager = after.msgs_eager - before.msgs_eager;
-    const std::uint64_t d_rndv = after.msgs_rndv - before.msgs_rndv;
     const std::uint64_t d_stall = after.credit_stalls - before.credit_stalls;
+    const std::uint64_t d_above = after.tune_eager_above - before.tune_eager_above;
+    const std::uint64_t d_below = after.tune_rndv_below - before.tune_rndv_below;
     const std::string ctx = "sizes sent 0→1 under " + k.table + "; counted inline/eager/rndv/" +
-                            "stalls = " + std::to_string(d_inline) + "/" + std::to_string(d_eager) +
-                            "/" + std::to_string(d_rndv) + "/" + std::to_string(d_stall) +
+                            "stalls/tuned-eager-above/tuned-rndv-below = " +
+                            std::to_string(d_inline) + "/" + std::to_string(d_eager) + "/" +
+                            std::to_string(d_rndv) + "/" + std::to_string(d_stall) + "/" +
+                            std::to_string(d_above) + "/" + std::to_string(d_below) +
                             ", expected " + std::to_string(exp_inline) + "/" +
                             std::to_string(exp_eager) + "/" + std::to_string(exp_rndv);
     EXPECT_EQ(d_inline + d_eager + d_rndv, sizes.size()) << ctx;
-    EXPECT_EQ(d_rndv, exp_rndv + d_stall) << ctx;
+    EXPECT_EQ(d_rndv + d_above, exp_rndv + d_stall + d_below) << ctx;
     EXPECT_LE(d_inline, exp_inline) << ctx;
-    EXPECT_LE(d_eager, exp_eager) << ctx;
+    EXPECT_LE(d_eager, exp_eager + d_above) << ctx;
     if (d_stall == 0) {
       EXPECT_EQ(d_inline, exp_inline) << ctx;
-      EXPECT_EQ(d_eager, exp_eager) << ctx;
+      EXPECT_EQ(d_eager + d_below, exp_eager + d_above) << ctx;
+    }
+    if (!env_is("RMP_TUNE", "adaptive")) {
+      EXPECT_EQ(d_above, 0u) << ctx;
+      EXPECT_EQ(d_below, 0u) << ctx;
     }
   }
-  // Receiver side: at least one get fragment per rendezvous message.
+  // Receiver side: at least one get fragment per rendezvous message rank 0 sent.
   const std::uint64_t frags =
       sum_over_ranks(r == 1 ? after.rndv_fragments - before.rndv_fragments : 0);
-  const std::uint64_t rndv_msgs = static_cast<std::uint64_t>(std::count_if(
-      sizes.begin(), sizes.end(), [](std::size_t s) { return proto_of(s) == Proto::rndv; }));
+  const std::uint64_t rndv_msgs = sum_over_ranks(r == 0 ? d_rndv : 0);
   EXPECT_GE(frags, rndv_msgs) << "rndv_fragments counted on rank 1";
   // Which copy served the gets (counted on either side of the pair).
   const bool pair = r <= 1;

@@ -104,6 +104,19 @@ TEST(ParamsFormula, QueueDepths_MatchHandComputedValues) {
   EXPECT_DOUBLE_EQ(spin_us_formula(2.0), 4.0);
 }
 
+// eager_threshold = copy_bw x (link_rtt_us + rndv_setup_us) / 1e6: the size whose extra
+// eager copy (size / copy_bw) costs as much as rendezvous's extra handshake.
+TEST(ParamsFormula, EagerThreshold_WhereHandshakeCostsAsMuchAsTheCopy) {
+  EXPECT_EQ(eager_threshold_formula(10e9, 0.5, 1.0), 15000u);   // shm declared figures
+  EXPECT_EQ(eager_threshold_formula(10e9, 2.0, 1.0), 30000u);   // global defaults
+  EXPECT_EQ(eager_threshold_formula(20e9, 0.3, 0.7), 20000u);   // 20e9 x 1e-6
+  EXPECT_EQ(eager_threshold_formula(12.5e9, 0.4, 0.9), 16250u); // 12.5e9 x 1.3e-6
+  EXPECT_EQ(eager_threshold_formula(3e9, 0.1, 0.2), 900u);      // 3e9 x 0.3e-6, exact
+  EXPECT_EQ(eager_threshold_formula(1e9, 0.0001, 0), 1u);       // 0.1 B rounds up
+  EXPECT_EQ(eager_threshold_formula(10e9, 0, 0), 0u);
+  EXPECT_EQ(eager_threshold_formula(1e13, 1000, 0), 10000000000u);  // unclamped here
+}
+
 // ---- Defaults and formulas through resolve_params -----------------------------------------------
 
 TEST(ParamsResolve, GlobalDefaults_DeriveQueuesFromFormulas) {
@@ -121,7 +134,7 @@ TEST(ParamsResolve, GlobalDefaults_DeriveQueuesFromFormulas) {
   EXPECT_DOUBLE_EQ(p.spin_us, 4.0);
   EXPECT_DOUBLE_EQ(p.max_rtt_ms, 0.008);
   EXPECT_EQ(p.wait_mode, WaitMode::poll);
-  EXPECT_EQ(p.eager_threshold, 16384u);
+  EXPECT_EQ(p.eager_threshold, 30000u);  // 10e9 B/s x (2 + 1) us
   EXPECT_EQ(p.fragment_size, 131072u);
   EXPECT_EQ(p.lanes, 1u);
   EXPECT_TRUE(p.srq);
@@ -130,7 +143,7 @@ TEST(ParamsResolve, GlobalDefaults_DeriveQueuesFromFormulas) {
   EXPECT_DOUBLE_EQ(p.copy_bw, 10e9);
   EXPECT_EQ(row(set, "sq_depth").source, "formula");
   EXPECT_EQ(row(set, "inline_threshold").source, "formula");
-  EXPECT_EQ(row(set, "eager_threshold").source, "default");
+  EXPECT_EQ(row(set, "eager_threshold").source, "formula");
   EXPECT_EQ(row(set, "link_bw").value, "12500000000");
   EXPECT_EQ(row(set, "link_bw").unit, "bytes/s");
   EXPECT_EQ(note(set, "link_bw"), "declared, not calibrated");
@@ -144,6 +157,8 @@ TEST(ParamsResolve, Shm_UsesDeclaredShmLinkFigures) {
   EXPECT_DOUBLE_EQ(set.values.spin_us, 1.0);  // max(1, 2 x 0.5)
   EXPECT_EQ(row(set, "link_rtt_us").value, "0.5");
   EXPECT_EQ(row(set, "link_bw").source, "default");
+  EXPECT_DOUBLE_EQ(set.values.rndv_setup_us, 1.0);
+  EXPECT_EQ(set.values.eager_threshold, 15000u);  // 10e9 x (0.5 + 1.0) us
 }
 
 TEST(ParamsResolve, PipelineDepth_FromLinkFiguresAndFragment) {
@@ -322,6 +337,50 @@ TEST(ParamsPrecedence, CalibratedLinkFigures_SourceCalibratedAndDerivedStaysForm
   EXPECT_EQ(row(set, "link_rtt_us").source, "calibrated");
 }
 
+TEST(ParamsPrecedence, EagerThreshold_FromCalibratedFigures_ClampedExplicitWins) {
+  ParamsInput in = make_input("shm");
+  in.calibrated = LinkFigures{.bw_Bps = 30e9, .rtt_us = 0.4, .copy_bw_Bps = 25e9,
+                              .rndv_setup_us = 1.2};
+  ParamSet set = resolve_params(in);
+  EXPECT_EQ(set.values.eager_threshold, 40000u);  // 25e9 x 1.6e-6
+  EXPECT_EQ(row(set, "eager_threshold").source, "formula");
+  EXPECT_EQ(row(set, "rndv_setup_us").source, "calibrated");
+  EXPECT_EQ(row(set, "copy_bw").source, "calibrated");
+
+  // A slow link pushes the formula past the knob's range: clamped to 1 MiB, with a note.
+  in.env["RMP_LINK_RTT_US"] = "1000";
+  set = resolve_params(in);
+  EXPECT_EQ(set.values.eager_threshold, 1048576u);
+  EXPECT_EQ(note(set, "eager_threshold").rfind("clamped from ", 0), 0u);
+
+  // An explicit threshold wins over the formula; explicit link figures win over calibration.
+  in.env["RMP_EAGER_THRESHOLD"] = "8192";
+  in.env["RMP_COPY_BW"] = "1e10";
+  set = resolve_params(in);
+  EXPECT_EQ(set.values.eager_threshold, 8192u);
+  EXPECT_EQ(row(set, "eager_threshold").source, "env");
+  EXPECT_DOUBLE_EQ(set.values.copy_bw, 1e10);
+  EXPECT_EQ(row(set, "copy_bw").source, "env");
+}
+
+TEST(ParamsResolve, NotCalibrated_NoteSaysWhy) {
+  ParamsInput in = make_input("shm");
+  in.not_calibrated_reason = "RMP_CALIBRATE=0";
+  const ParamSet set = resolve_params(in);
+  for (const char* n : {"link_bw", "link_rtt_us", "copy_bw", "rndv_setup_us"})
+    EXPECT_EQ(note(set, n), "declared, not calibrated (RMP_CALIBRATE=0)") << n;
+}
+
+TEST(ParamsResolve, Tune_StaticByDefaultAdaptiveByEnvOrCli) {
+  EXPECT_FALSE(resolve_params(make_input("shm")).values.tune_adaptive);
+  EXPECT_EQ(row(resolve_params(make_input("shm")), "tune").value, "static");
+  EXPECT_TRUE(resolve_params(make_input("shm", {{"RMP_TUNE", "adaptive"}})).values.tune_adaptive);
+  EXPECT_TRUE(resolve_params(make_input("shm", {}, {{"tune", "adaptive"}})).values.tune_adaptive);
+  EXPECT_EQ(resolve_error(make_input("shm", {{"RMP_TUNE", "fast"}})),
+            "RMP_TUNE=fast: unknown value (allowed static|adaptive)");
+  EXPECT_EQ(row(resolve_params(make_input("tcp")), "tune").value, "n/a");
+}
+
 // ---- Parsing ------------------------------------------------------------------------------------
 
 TEST(ParamsParse, NotANumber_MessageNamesVariableValueAndRange) {
@@ -450,7 +509,9 @@ TEST(ParamsNames, KnobNamesAreTheContractInTableOrder) {
                                                "post_recv_per_s",
                                                "max_rtt_ms",
                                                "srq_safety",
-                                               "copy_bw"};
+                                               "copy_bw",
+                                               "rndv_setup_us",
+                                               "tune"};
   EXPECT_EQ(knob_names(), expected);
   const ParamSet set = resolve_params(make_input());
   for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(set.rows[i].name, expected[i]);

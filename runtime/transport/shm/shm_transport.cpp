@@ -22,6 +22,7 @@
 #include "runtime/copy.hpp"
 #include "runtime/log.hpp"
 #include "runtime/transport/shm/copy_chooser.hpp"
+#include "runtime/transport/shm/get_tuner.hpp"
 #include "runtime/transport/shm/shm_ring.hpp"
 #include "runtime/shared_memory.hpp"
 
@@ -96,16 +97,25 @@ class ShmTransport;
 
 using Clock = std::chrono::steady_clock;
 
+// A chunked get moves `fragment` bytes per chunk with at most `depth` chunks in flight: the
+// pair's geometry unless RMP_TUNE=adaptive chose less (GetRequest carries the choice).
 struct GetJob {
   std::byte* dst;
   std::size_t len, off;
   Completion* done;
   Clock::time_point posted;
+  std::size_t fragment = 0;   // chunked gets: bytes per step
+  GetTuner::Pick tune{};
   std::uint64_t remote = 0;  // split gets: the owner's address
 };
 struct ServeJob {
   const std::byte* src;
   std::size_t len, off;
+  std::size_t fragment, depth;
+};
+struct GetRequest {
+  std::uint64_t addr, len;
+  std::uint32_t fragment, depth;
 };
 struct CmaJob {
   int pid;
@@ -140,7 +150,7 @@ int cma_transfer(int pid, std::byte* local, std::uint64_t remote, std::size_t le
 // valid until the matching completion runs.
 struct PendingCtl {
   AmId am;
-  std::array<std::byte, 16> hdr;
+  std::array<std::byte, sizeof(GetRequest)> hdr;
   std::span<const std::byte> payload;
   Completion* done;  // run once sent (puts), or nullptr
 };
@@ -168,7 +178,8 @@ public:
   // A get of len bytes posted at `posted` completed now by mechanism m: tell the chooser the
   // throughput the stream of gets saw (from when this one could start — posted, or the
   // previous get's end — to now, so waiting for the peer counts for every mechanism alike).
-  void record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted);
+  // Returns the seconds it measured.
+  double record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted);
 
 private:
   void send_ctl(AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload,
@@ -265,6 +276,7 @@ public:
     cma_ok_ = false;
     return true;
   }
+  GetTuner& get_tuner() { return get_tuner_; }
   void complete_later(Completion* c, TStatus s) { done_.push_back({c, s}); }
   void add_cma(const CmaJob& j) { cma_.push_back(j); }
   void mark_busy(ShmEndpoint* ep) {
@@ -303,6 +315,8 @@ private:
   std::vector<std::pair<Completion*, TStatus>> done_;
   std::vector<CmaJob> cma_;
   CopyChooser chooser_;
+  GetTuner get_tuner_;
+  std::size_t seg_chunk_bytes_, seg_nchunks_;  // pair geometry: room for every tuned setting
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -352,9 +366,19 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
 
 void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
                                   Completion* done) {
-  std::uint64_t req[2] = {remote, len};
-  gets_.push_back({dst, len, 0, done, Clock::now()});
-  send_ctl(kAmGetReq, std::as_bytes(std::span(req)), {}, nullptr);
+  // The pair may have been laid out by a peer with smaller chunks: never ask for more.
+  GetTuner::Pick tune = t_.get_tuner().pick(len);
+  const std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
+  const std::size_t depth = std::min(tune.depth, in_chunks_.nchunks);
+  if (tune.tuned) {
+    Counters& c = t_.counters();
+    c.tune_explorations += tune.explore;
+    c.tune_gets_retuned += tune.retuned;
+  }
+  GetRequest req{remote, len, static_cast<std::uint32_t>(fragment),
+                 static_cast<std::uint32_t>(depth)};
+  gets_.push_back({dst, len, 0, done, Clock::now(), fragment, tune});
+  send_ctl(kAmGetReq, std::as_bytes(std::span(&req, 1)), {}, nullptr);
   t_.mark_busy(this);
   ++t_.counters().shm_gets_chunks;
 }
@@ -374,7 +398,7 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
       start_chunk_get(local.data(), local.size(), remote_addr, done);
       break;
     case CopyChooser::Mode::split:
-      splits_.push_back({local.data(), local.size(), 0, done, Clock::now(), remote_addr});
+      splits_.push_back({local.data(), local.size(), 0, done, Clock::now(), 0, {}, remote_addr});
       t_.mark_busy(this);
       ++t_.counters().shm_gets_split;
       break;
@@ -411,10 +435,12 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
         if (am < kAmUserLimit) {
           sink.on_am(peer(), am, hdr, payload);
         } else if (am == kAmGetReq) {
-          std::uint64_t req[2];
-          std::memcpy(req, hdr.data(), sizeof req);
-          serve_.push_back({reinterpret_cast<const std::byte*>(req[0]),
-                            static_cast<std::size_t>(req[1]), 0});
+          GetRequest req;
+          std::memcpy(&req, hdr.data(), sizeof req);
+          serve_.push_back({reinterpret_cast<const std::byte*>(req.addr),
+                            static_cast<std::size_t>(req.len), 0,
+                            std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes),
+                            std::clamp<std::size_t>(req.depth, 1, out_chunks_.nchunks)});
           t_.mark_busy(this);
         } else if (am == kAmSplitGet) {
           if (!help_broken_) {
@@ -430,12 +456,14 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
       kPollBudget);
 }
 
-void ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted) {
+double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted) {
   const Clock::time_point now = Clock::now();
+  const Clock::duration took = now - std::max(posted, last_get_done_);
   // The first get after a change of mechanism found the pipeline empty: not a fair sample.
-  if (m == last_get_mode_) t_.record_copy(m, len, now - std::max(posted, last_get_done_));
+  if (m == last_get_mode_) t_.record_copy(m, len, took);
   last_get_done_ = now;
   last_get_mode_ = m;
+  return std::chrono::duration<double>(took).count();
 }
 
 // The chunk area is a byte ring: the owner appends the bytes of consecutive gets in steps of
@@ -447,15 +475,17 @@ int ShmEndpoint::serve_chunks() {
   const std::size_t ring = out_chunks_.nchunks * out_chunks_.chunk_bytes;
   while (!serve_.empty()) {
     ServeJob& j = serve_.front();
-    std::size_t room = ring - static_cast<std::size_t>(produced_ - consumed_cache_);
+    // At most `depth` steps of `fragment` bytes in flight (the pair's geometry unless
+    // RMP_TUNE=adaptive asked for less).
+    const std::size_t window = std::min(ring, j.fragment * j.depth);
+    std::size_t room = window - std::min(window, static_cast<std::size_t>(produced_ - consumed_cache_));
     if (room == 0) {
       consumed_cache_ = sh->consumed.load(std::memory_order_acquire);
-      room = ring - static_cast<std::size_t>(produced_ - consumed_cache_);
+      room = window - std::min(window, static_cast<std::size_t>(produced_ - consumed_cache_));
       if (room == 0) break;
     }
     const std::size_t at = static_cast<std::size_t>(produced_ % ring);
-    const std::size_t len =
-        std::min({out_chunks_.chunk_bytes, j.len - j.off, room, ring - at});
+    const std::size_t len = std::min({j.fragment, j.len - j.off, room, ring - at});
     copy_bytes(out_chunks_.chunks + at, j.src + j.off, len);
     j.off += len;
     produced_ += len;
@@ -486,7 +516,9 @@ int ShmEndpoint::drain_chunks() {
     ++t_.counters().rndv_fragments;
     ++n;
     if (j.off == j.len) {
-      record_get(CopyChooser::Mode::chunks, j.len, j.posted);
+      const double seconds = record_get(CopyChooser::Mode::chunks, j.len, j.posted);
+      if (j.tune.tuned && t_.get_tuner().observe(j.len, j.tune.setting, seconds))
+        ++t_.counters().tune_moves;
       t_.complete_later(j.done, TStatus::ok);
       gets_.pop_front();
     }
@@ -591,7 +623,7 @@ int ShmEndpoint::advance() {
   int n = 0;
   while (!ctl_.empty()) {
     PendingCtl& p = ctl_.front();
-    const std::size_t hlen = p.am == kAmGetReq || p.am == kAmPutData ? 16 : 0;
+    const std::size_t hlen = p.am == kAmGetReq ? sizeof(GetRequest) : p.am == kAmPutData ? 16 : 0;
     if (out_.push(p.am, std::span(p.hdr.data(), hlen), p.payload, false) != TStatus::ok) break;
     if (p.done) t_.complete_later(p.done, TStatus::ok);
     ctl_.pop_front();
@@ -608,7 +640,11 @@ int ShmEndpoint::advance() {
 
 ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c)
     : id_(id), cfg_(cfg), sink_(sink), c_(c), cma_ok_(cfg.cma),
-      chooser_(cfg.cma ? 0b111u : 1u << static_cast<int>(CopyChooser::Mode::chunks)) {
+      chooser_(cfg.cma ? 0b111u : 1u << static_cast<int>(CopyChooser::Mode::chunks)),
+      get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.tune),
+      seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
+                                : cfg.chunk_bytes),
+      seg_nchunks_(cfg.tune ? std::max(cfg.nchunks, get_tuner_.max_depth()) : cfg.nchunks) {
   if (id_.local_size <= 1) return;
   const std::string name = "/rmp-" + id_.job_id + "-n" + std::to_string(id_.node_id);
   const std::size_t words = (static_cast<std::size_t>(id_.local_size) + 63) / 64;
@@ -662,7 +698,7 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
   if (auto it = by_local_.find(a.local_rank); it != by_local_.end()) return it->second;
 
   const std::string name = pair_name(id_.local_rank, a.local_rank);
-  const DirLayout d(cfg_.ring_lines, cfg_.data_bytes, cfg_.nchunks, cfg_.chunk_bytes);
+  const DirLayout d(cfg_.ring_lines, cfg_.data_bytes, seg_nchunks_, seg_chunk_bytes_);
   const std::size_t hdr_size = round_up(sizeof(PairHeader), kPage);
   const std::size_t total = hdr_size + 2 * d.size;
   Mapping seg = create_segment(name, total);
@@ -673,8 +709,8 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
     h->nlines = static_cast<std::uint32_t>(cfg_.ring_lines);
     h->total = total;
     h->data_bytes = cfg_.data_bytes;
-    h->chunk_bytes = cfg_.chunk_bytes;
-    h->nchunks = cfg_.nchunks;
+    h->chunk_bytes = seg_chunk_bytes_;
+    h->nchunks = seg_nchunks_;
     h->dir_off[0] = hdr_size;
     h->dir_off[1] = hdr_size + d.size;
     h->world[my_dir] = id_.rank;

@@ -20,6 +20,7 @@ struct ShmConfig {
   std::size_t nchunks = 2;            // pipeline_depth: chunks in flight
   bool cma = true;                    // RMP_SHM_CMA
   Copy copy = Copy::automatic;        // RMP_SHM_COPY (automatic: measured per size class)
+  bool tune = false;                  // RMP_TUNE=adaptive: chunk size and depth per size bucket
 };
 
 // Capabilities that do not depend on a running transport (ring geometry).

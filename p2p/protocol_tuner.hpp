@@ -1,0 +1,62 @@
+// RMP_TUNE=adaptive at the sender's protocol decision: per power-of-two size bucket around the
+// eager threshold, eager-copy or rendezvous, moved by the hill-climbing tuner
+// (runtime/tuner.hpp) toward what completed faster. Only point-to-point traffic of the user
+// channel is tuned, one rank at a time: receivers handle either protocol, so ranks need not
+// agree (DESIGN §2), and nothing that shapes a collective depends on it (DESIGN §5).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/tuner.hpp"
+
+namespace rmp::p2p {
+
+class ProtocolTuner {
+public:
+  // Buckets entirely inside (max(inline_threshold, eager_threshold / 4), 2 × eager_threshold]
+  // are tuned; a bucket starts where the static rule puts its smallest sizes. Eager stays
+  // within 2 × eager_threshold, which the transport's eager buffer always holds (the shm byte
+  // ring is at least 4 × eager_threshold) and which eager credits are sized for.
+  ProtocolTuner(std::size_t inline_threshold, std::size_t eager_threshold)
+      : eager_threshold_(eager_threshold) {
+    const std::size_t low = std::max(inline_threshold, eager_threshold / 4);
+    const std::size_t high = 2 * eager_threshold;
+    for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
+      const std::size_t lo = std::size_t{1} << (b - 1), hi = std::size_t{1} << b;
+      if (lo >= low && hi <= high) hill_.enable(b, {lo < eager_threshold ? kEager : kRndv, 0, 0});
+    }
+  }
+
+  bool tunes(std::size_t bytes) const { return hill_.enabled(rt::HillTuner::bucket_of(bytes)); }
+
+  struct Pick {
+    bool eager;
+    bool explore;
+  };
+  Pick pick(std::size_t bytes) {
+    const rt::HillTuner::Choice c = hill_.choose(rt::HillTuner::bucket_of(bytes));
+    return {c.setting[0] == kEager, c.explore};
+  }
+
+  // A send of `bytes` by the given protocol completed `seconds` after it was posted; true when
+  // its bucket switched protocol. An eager send completes once its payload is in the
+  // transport's buffer, but the message is delivered only after the receiver has copied it
+  // out again, a copy of the same size: its observation counts the measured time twice, so
+  // that both protocols are judged on delivery.
+  bool observe(std::size_t bytes, bool eager, double seconds) {
+    if (bytes == 0 || seconds < 0) return false;
+    const double cost = (eager ? 2 * seconds : seconds) / static_cast<double>(bytes);
+    return hill_.observe(rt::HillTuner::bucket_of(bytes), {eager ? kEager : kRndv, 0, 0}, cost);
+  }
+
+  std::size_t eager_threshold() const { return eager_threshold_; }
+
+private:
+  static constexpr std::uint8_t kRndv = 0, kEager = 1;
+  std::size_t eager_threshold_;
+  rt::HillTuner hill_{{2, 1, 1}};
+};
+
+}  // namespace rmp::p2p

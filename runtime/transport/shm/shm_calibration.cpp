@@ -1,0 +1,263 @@
+// Calibration of the shared-memory transport (shm_calibration.hpp). Local rank 0 of node 0
+// ("owner") creates a segment; local rank 1 ("partner") joins it by switching its state from
+// waiting to joined. Whoever is late loses: after arrival_wait the owner switches waiting to
+// abandoned (one compare-exchange decides the race) and the partner's open times out, so
+// neither waits longer than that. Once both are there every loop runs against a deadline of
+// the measurement budget: a partner descheduled mid-measurement (8 ranks on 2 cores) costs at
+// most the budget and the job falls back to declared figures.
+#include "runtime/transport/shm/shm_calibration.hpp"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <rmp/rmp.hpp>
+
+#include "runtime/shared_memory.hpp"
+#include "runtime/spin.hpp"
+
+namespace rmp::rt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t kMagic = 0x524d5043;
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kLine = 64;
+// The pipelined copy: pieces of kChunk, kSlots in flight; a first untimed pass faults the
+// pages in on both sides, then kTimedChunks (256 KiB, ~25-100 us) are timed.
+constexpr std::size_t kChunk = 16 * 1024;
+constexpr std::uint64_t kSlots = 4;
+constexpr std::uint64_t kWarmChunks = 4;
+constexpr std::uint64_t kTimedChunks = 16;
+// Round trips are timed in batches (a clock read is ~20 ns, a shared-line trip ~100-500 ns);
+// the median batch ignores one the partner was descheduled in.
+constexpr int kTripsPerBatch = 8;
+constexpr int kRttBatches = 12;
+constexpr int kCopyRepeats = 8;
+constexpr int kSetupRepeats = 16;
+constexpr std::size_t kSetupBytes = 64;
+constexpr auto kShareTimeout = std::chrono::seconds(120);
+
+enum State : std::uint32_t { kWaiting = 0, kJoined = 1, kAbandoned = 2, kDone = 3 };
+
+struct Shared {
+  std::atomic<std::uint32_t> ready;
+  std::atomic<std::uint32_t> state;
+  std::uint32_t magic;
+  std::uint64_t total;
+  alignas(64) std::atomic<std::uint64_t> ping;
+  alignas(64) std::atomic<std::uint64_t> pong;
+  alignas(64) std::atomic<std::uint64_t> produced;
+  alignas(64) std::atomic<std::uint64_t> consumed;
+};
+static_assert(sizeof(Shared) <= kPage);
+constexpr std::size_t kSegmentBytes = kPage + kSlots * kChunk;
+
+std::size_t ready_size(const void* header) {
+  const auto* s = static_cast<const Shared*>(header);
+  return s->ready.load(std::memory_order_acquire) == 1 ? s->total : 0;
+}
+
+std::string segment_name(const JobIdentity& id) {
+  return "/rmp-" + id.job_id + "-n" + std::to_string(id.node_id) + "-calib";
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+std::byte* chunk(Shared* s, std::uint64_t i) {
+  return reinterpret_cast<std::byte*>(s) + kPage + (i % kSlots) * kChunk;
+}
+
+// memcpy of a cache-resident block between cache-line-aligned buffers, as an eager message's
+// copy into or out of a ring slot is. (Two separate heap blocks are typically 16 bytes apart
+// modulo a page, which makes rep-movsb memcpy 20x slower and would measure that instead.)
+double measure_copy_bw() {
+  constexpr std::size_t kBytes = 4 * kChunk;
+  std::vector<std::byte> buf(2 * kBytes + 2 * kLine, std::byte{1});
+  const auto base = reinterpret_cast<std::uintptr_t>(buf.data());
+  auto* src = buf.data() + ((kLine - base % kLine) % kLine);
+  std::byte* dst = src + kBytes + kLine;
+  std::vector<double> rates;
+  for (int i = 0; i < kCopyRepeats; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    std::memcpy(dst, src, kBytes);
+    const double s = seconds(Clock::now() - t0);
+    if (s > 0) rates.push_back(static_cast<double>(kBytes) / s);
+    src[static_cast<std::size_t>(i)] = dst[kBytes - 1];  // keeps the copies observable
+  }
+  return rates.empty() ? 0 : median(rates);
+}
+
+// Start-up cost of a single-copy get: a small process_vm_readv (the kernel work that does not
+// depend on size). 0 when cross-memory attach is off or refused: the declared value applies.
+double measure_get_setup_us(bool cma) {
+  if (!cma) return 0;
+  std::byte src[kSetupBytes] = {}, dst[kSetupBytes];
+  std::vector<double> us;
+  for (int i = 0; i < kSetupRepeats; ++i) {
+    iovec l{dst, sizeof dst};
+    iovec r{src, sizeof src};
+    const Clock::time_point t0 = Clock::now();
+    const ssize_t n = ::process_vm_readv(::getpid(), &l, 1, &r, 1, 0);
+    const Clock::time_point t1 = Clock::now();
+    if (n != static_cast<ssize_t>(sizeof src)) return 0;
+    us.push_back(seconds(t1 - t0) * 1e6);
+  }
+  return median(us);
+}
+
+// The owner's side once the partner joined: round trips of a shared line, then the pipelined
+// copy. Returns false when the deadline passed first.
+bool measure_pair(Shared* s, Clock::time_point deadline, LinkFigures& f) {
+  std::vector<double> batches;
+  std::uint64_t seq = 0;
+  for (int b = 0; b < kRttBatches; ++b) {
+    const Clock::time_point t0 = Clock::now();
+    for (int t = 0; t < kTripsPerBatch; ++t) {
+      s->ping.store(++seq, std::memory_order_release);
+      while (s->pong.load(std::memory_order_acquire) != seq) {
+        cpu_relax();
+        if (Clock::now() > deadline) return false;
+      }
+    }
+    batches.push_back(seconds(Clock::now() - t0) / kTripsPerBatch);
+  }
+  f.rtt_us = median(batches) * 1e6;
+
+  std::vector<std::byte> src(kChunk, std::byte{7});
+  Clock::time_point start{};
+  for (std::uint64_t i = 0; i < kWarmChunks + kTimedChunks; ++i) {
+    if (i == kWarmChunks) {
+      while (s->consumed.load(std::memory_order_acquire) != kWarmChunks) {
+        cpu_relax();
+        if (Clock::now() > deadline) return false;
+      }
+      start = Clock::now();
+    }
+    while (i - s->consumed.load(std::memory_order_acquire) >= kSlots) {
+      cpu_relax();
+      if (Clock::now() > deadline) return false;
+    }
+    std::memcpy(chunk(s, i), src.data(), kChunk);
+    s->produced.store(i + 1, std::memory_order_release);
+  }
+  while (s->consumed.load(std::memory_order_acquire) != kWarmChunks + kTimedChunks) {
+    cpu_relax();
+    if (Clock::now() > deadline) return false;
+  }
+  const double took = seconds(Clock::now() - start);
+  f.bw_Bps = took > 0 ? static_cast<double>(kTimedChunks * kChunk) / took : 0;
+  return f.bw_Bps > 0 && f.rtt_us > 0;
+}
+
+Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions& opt) {
+  const Clock::time_point t_begin = Clock::now();
+  Calibration c;
+  auto finish = [&](std::string reason) {
+    c.took_us = seconds(Clock::now() - t_begin) * 1e6;
+    c.reason = std::move(reason);
+    if (!c.reason.empty()) c.figures.reset();
+    return c;
+  };
+  const std::string name = segment_name(id);
+  shm::Mapping seg = shm::create_segment(name, kSegmentBytes);
+  if (!seg) return finish("calibration segment " + name + " exists already");
+  auto* s = static_cast<Shared*>(seg.data());
+  s->magic = kMagic;
+  s->total = kSegmentBytes;
+  s->state.store(kWaiting, std::memory_order_relaxed);
+  s->ready.store(1, std::memory_order_release);
+
+  // The partner may still be starting: measure what needs no partner meanwhile.
+  LinkFigures f;
+  f.copy_bw_Bps = measure_copy_bw();
+  f.rndv_setup_us = measure_get_setup_us(opt.cma);
+  std::memset(chunk(s, 0), 0, kSlots * kChunk);  // fault the owner's side in
+
+  const Clock::time_point arrive_by = t_begin + opt.arrival_wait;
+  while (s->state.load(std::memory_order_acquire) == kWaiting && Clock::now() < arrive_by)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));  // leave the core to it
+  std::uint32_t expected = kWaiting;
+  const bool abandoned = s->state.compare_exchange_strong(expected, kAbandoned);
+  shm::unlink_segment(name);  // the partner has mapped it, or will never come
+  if (abandoned)
+    return finish("local rank 1 did not arrive within " +
+                  std::to_string(opt.arrival_wait.count() / 1000) + " ms");
+
+  const bool ok = measure_pair(s, Clock::now() + opt.budget, f);
+  s->state.store(ok ? kDone : kAbandoned, std::memory_order_release);
+  if (!ok)
+    return finish("local rank 1 was not scheduled within the " +
+                  std::to_string(opt.budget.count()) + " us measurement budget");
+  c.figures = f;
+  return finish("");
+}
+
+// The partner's side: answer pings and drain chunks until the owner says it is done (or the
+// owner's whole budget has passed).
+void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& opt) {
+  shm::Mapping seg;
+  try {
+    seg = shm::open_segment(segment_name(id), sizeof(Shared), ready_size,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(
+                                opt.arrival_wait + std::chrono::milliseconds(1)));
+  } catch (const Error& e) {
+    if (e.code() == Errc::timeout) return;  // the owner went ahead without us
+    throw;
+  }
+  auto* s = static_cast<Shared*>(seg.data());
+  if (s->magic != kMagic) return;
+  std::uint32_t expected = kWaiting;
+  if (!s->state.compare_exchange_strong(expected, kJoined)) return;
+  // The owner may still be asleep in its arrival wait: until its first ping, yield the core
+  // to it rather than spin against it.
+  const Clock::time_point deadline = Clock::now() + opt.arrival_wait + 2 * opt.budget;
+  std::vector<std::byte> dst(kChunk);
+  std::uint64_t answered = 0, consumed = 0;
+  for (std::uint32_t polls = 0; s->state.load(std::memory_order_acquire) == kJoined; ++polls) {
+    const std::uint64_t ping = s->ping.load(std::memory_order_acquire);
+    if (ping != answered) {
+      answered = ping;
+      s->pong.store(ping, std::memory_order_release);
+      continue;
+    }
+    if (s->produced.load(std::memory_order_acquire) > consumed) {
+      std::memcpy(dst.data(), chunk(s, consumed), kChunk);
+      s->consumed.store(++consumed, std::memory_order_release);
+      continue;
+    }
+    if (answered == 0) std::this_thread::yield();
+    else cpu_relax();
+    if ((polls & 63) == 0 && Clock::now() > deadline) return;
+  }
+}
+
+}  // namespace
+
+Calibration calibrate_shm(Bootstrap& boot, const ShmCalibrationOptions& opt) {
+  const JobIdentity& id = boot.identity();
+  if (id.size <= 1) return Calibration{std::nullopt, "singleton", 0};
+  // RMP_CALIBRATE is part of the job's environment, the same on every rank: no rank waits.
+  if (!opt.enabled) return Calibration{std::nullopt, "RMP_CALIBRATE=0", 0};
+  const bool owner = id.node_id == 0 && id.local_rank == 0;
+  const bool partner = id.node_id == 0 && id.local_rank == 1;
+  std::string skip;
+  if (id.local_size < 2) skip = "no second rank on node 0";
+  return share_calibration(
+      boot, "calib/shm", owner, skip, [&] { return measure_as_owner(id, opt); },
+      partner ? std::function<void()>([&] { participate_as_partner(id, opt); }) : nullptr,
+      std::chrono::duration_cast<std::chrono::milliseconds>(kShareTimeout));
+}
+
+}  // namespace rmp::rt

@@ -1,0 +1,28 @@
+// Calibration of the shared-memory transport (DESIGN §5): local ranks 0 and 1 of node 0 meet in
+// a small segment of their own and measure, within a fixed budget, the round trip of a shared
+// cache line (link_rtt_us), the bandwidth of a pipelined copy through shared chunks (link_bw),
+// memcpy bandwidth (copy_bw) and the cost of starting a single-copy get (rndv_setup_us). Local
+// rank 0 of node 0 publishes the figures; every rank of the job uses them.
+#pragma once
+
+#include <chrono>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/calibration.hpp"
+
+namespace rmp::rt {
+
+struct ShmCalibrationOptions {
+  bool enabled = true;  // RMP_CALIBRATE
+  bool cma = true;      // RMP_SHM_CMA: measure the single-copy get's start-up cost
+  // How long the measuring ranks wait for each other to arrive, and the measurement's own
+  // budget once both are there. Past either, the job runs on declared figures.
+  std::chrono::microseconds arrival_wait{20000};
+  std::chrono::microseconds budget{500};
+};
+
+// Runs on every rank of a job at start-up (collective over bootstrap: every rank calls it).
+// A singleton returns at once without bootstrap traffic.
+Calibration calibrate_shm(Bootstrap& boot, const ShmCalibrationOptions& opt);
+
+}  // namespace rmp::rt

@@ -1,0 +1,153 @@
+// The adaptive tuner (RMP_TUNE=adaptive, DESIGN §5): for each message-size bucket it keeps a
+// window of recent completion costs of the setting in use and moves that setting, one step of
+// one knob at a time, toward the fastest observed one. Mostly it exploits (1 use in
+// kExplorePeriod tries a neighbouring setting); a neighbour replaces the current setting when,
+// over a full window of its costs, the median ratio to the current setting's latest cost
+// before each is below 1 - kMargin. Pairing each exploration with a sample taken just before
+// it compares the two under the same conditions, so a machine whose speed drifts (other jobs,
+// cores changing placement) does not make a setting look better than it is.
+// Pure: it is fed observations and never reads a clock, so a unit test drives it with a
+// synthetic cost model (tests/unit/test_tuner.cpp).
+//
+// A setting is one index per dimension into a list of candidate values the owner keeps (e.g.
+// dimension 0 = fragment size {32K, 64K, 128K, 256K}). Steps are ±1 along one dimension, so
+// the climb finds the optimum of costs that fall monotonically toward a unique minimum along
+// each dimension, which is the shape of the protocol and pipeline costs it tunes.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace rmp::rt {
+
+class HillTuner {
+public:
+  static constexpr std::size_t kMaxDims = 3;
+  static constexpr std::size_t kBuckets = 65;  // bucket_of() of any size_t
+  static constexpr std::size_t kWindow = 8;    // observations per judged window
+  static constexpr std::uint32_t kExplorePeriod = 16;
+  static constexpr double kMargin = 0.03;  // a neighbour must be 3 % faster to win
+
+  using Setting = std::array<std::uint8_t, kMaxDims>;
+
+  // Power-of-two bucket of a size: sizes in (2^(b-1), 2^b] share bucket b (0 → 0, 1 → 0), so
+  // a power-of-two threshold is the top of its bucket.
+  static std::size_t bucket_of(std::size_t bytes) {
+    return bytes <= 1 ? 0 : static_cast<std::size_t>(std::bit_width(bytes - 1));
+  }
+
+  // `extent[d]` candidates along dimension d (1 = the dimension is fixed; unused dimensions
+  // keep extent 1).
+  explicit HillTuner(std::array<std::uint8_t, kMaxDims> extent) : extent_(extent) {}
+
+  // Buckets are static (never explored) until enabled here with their starting setting.
+  void enable(std::size_t bucket, Setting start) {
+    Bucket& b = buckets_[bucket];
+    b = Bucket{};
+    b.enabled = true;
+    b.current = start;
+  }
+  bool enabled(std::size_t bucket) const { return buckets_[bucket].enabled; }
+  const Setting& current(std::size_t bucket) const { return buckets_[bucket].current; }
+
+  struct Choice {
+    Setting setting;
+    bool explore;
+  };
+  // The setting to use for the next message of this bucket.
+  Choice choose(std::size_t bucket) {
+    Bucket& b = buckets_[bucket];
+    if (!b.enabled) return {b.current, false};
+    if (++b.uses % kExplorePeriod != 0 || b.now.count < kWindow) return {b.current, false};
+    if (!b.has_candidate && !pick_candidate(b)) return {b.current, false};
+    ++explorations_;
+    return {b.candidate, true};
+  }
+
+  // A message of this bucket sent with `s` cost `cost` (any unit, lower is better; callers
+  // use seconds per byte so that sizes within a bucket compare). True when this observation
+  // moved the bucket to a new setting.
+  bool observe(std::size_t bucket, const Setting& s, double cost) {
+    Bucket& b = buckets_[bucket];
+    if (!b.enabled) return false;
+    if (s == b.current) {
+      b.now.add(cost);
+      b.latest = cost;
+      return false;
+    }
+    if (!b.has_candidate || s != b.candidate) return false;  // stale: from before a move
+    if (b.latest <= 0) return false;
+    b.cand.add(cost / b.latest);
+    if (b.cand.count < kWindow) return false;
+    const bool better = b.cand.median() < 1 - kMargin;
+    if (better) {
+      b.current = b.candidate;
+      b.now = Window{};  // the new setting's own costs start the next comparisons
+      b.latest = 0;
+      ++moves_;
+      // Keep going the way that paid (momentum): try the same step again first.
+    } else {
+      b.next_step = (b.next_step + 1) % (2 * kMaxDims);
+    }
+    b.has_candidate = false;
+    b.cand = Window{};
+    return better;
+  }
+
+  std::uint64_t explorations() const { return explorations_; }
+  std::uint64_t moves() const { return moves_; }
+
+private:
+  // The last kWindow costs, oldest overwritten first.
+  struct Window {
+    std::array<double, kWindow> v{};
+    std::size_t count = 0, next = 0;
+    void add(double x) {
+      v[next] = x;
+      next = (next + 1) % kWindow;
+      count = std::min(count + 1, kWindow);
+    }
+    double median() const {
+      std::array<double, kWindow> s = v;
+      auto mid = s.begin() + static_cast<std::ptrdiff_t>(count / 2);
+      std::nth_element(s.begin(), mid, s.begin() + static_cast<std::ptrdiff_t>(count));
+      return *mid;
+    }
+  };
+  struct Bucket {
+    bool enabled = false;
+    bool has_candidate = false;
+    Setting current{};
+    Setting candidate{};
+    std::uint8_t next_step = 0;  // step = dimension × 2 + (0: down, 1: up)
+    std::uint64_t uses = 0;
+    double latest = 0;  // the current setting's latest cost
+    Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
+  };
+
+  // The next valid ±1 step from current, in round-robin order from next_step.
+  bool pick_candidate(Bucket& b) const {
+    for (std::size_t i = 0; i < 2 * kMaxDims; ++i) {
+      const std::size_t step = (b.next_step + i) % (2 * kMaxDims);
+      const std::size_t d = step / 2;
+      const bool up = step % 2 == 1;
+      const std::uint8_t at = b.current[d];
+      if (up ? at + 1 >= extent_[d] : at == 0) continue;
+      b.candidate = b.current;
+      b.candidate[d] = static_cast<std::uint8_t>(up ? at + 1 : at - 1);
+      b.next_step = static_cast<std::uint8_t>(step);
+      b.has_candidate = true;
+      return true;
+    }
+    return false;
+  }
+
+  std::array<std::uint8_t, kMaxDims> extent_;
+  std::array<Bucket, kBuckets> buckets_{};
+  std::uint64_t explorations_ = 0, moves_ = 0;
+};
+
+}  // namespace rmp::rt

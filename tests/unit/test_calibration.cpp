@@ -1,0 +1,138 @@
+// Calibration (runtime/calibration.hpp, runtime/transport/shm/shm_calibration.hpp) with ranks
+// as threads over an in-process bootstrap: every rank ends with the same outcome, measured or
+// declared with a reason; disabled, singleton and late-partner cases fall back. No timing is
+// asserted: on a loaded machine a measurement may fall back, and the tests accept either
+// outcome as long as all ranks agree and the reason says which.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <rmp/rmp.hpp>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/calibration.hpp"
+#include "runtime/transport/shm/shm_calibration.hpp"
+
+namespace rmp::rt {
+namespace {
+
+// Runs calibrate_shm on n thread-ranks; `delay_rank1` holds rank 1 back before it starts.
+std::vector<Calibration> calibrate_threads(int n, const ShmCalibrationOptions& opt,
+                                           std::chrono::milliseconds delay_rank1 = {}) {
+  auto store = make_in_process_store(n);
+  std::vector<Calibration> out(static_cast<std::size_t>(n));
+  std::vector<std::thread> ts;
+  std::mutex m;
+  std::string error;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        auto boot = make_in_process_bootstrap(store, r);
+        if (r == 1) std::this_thread::sleep_for(delay_rank1);
+        out[static_cast<std::size_t>(r)] = calibrate_shm(*boot, opt);
+      } catch (const std::exception& e) {
+        std::lock_guard g(m);
+        error += "rank " + std::to_string(r) + ": " + e.what() + "\n";
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(error, "");
+  return out;
+}
+
+bool same(const Calibration& a, const Calibration& b) {
+  if (a.figures.has_value() != b.figures.has_value() || a.reason != b.reason) return false;
+  if (!a.figures) return true;
+  return std::memcmp(&*a.figures, &*b.figures, sizeof(LinkFigures)) == 0;
+}
+
+void expect_all_agree(const std::vector<Calibration>& c) {
+  for (std::size_t r = 1; r < c.size(); ++r)
+    EXPECT_TRUE(same(c[0], c[r])) << "rank " << r << " differs from rank 0: "
+                                  << (c[r].figures ? "measured" : c[r].reason) << " vs "
+                                  << (c[0].figures ? "measured" : c[0].reason);
+}
+
+TEST(Calibration, WireForm_RoundTripsExactly) {
+  Calibration c;
+  c.figures = LinkFigures{
+      .bw_Bps = 12345678901.25, .rtt_us = 0.3125, .copy_bw_Bps = 2.5e10, .rndv_setup_us = 0.7};
+  c.took_us = 321.5;
+  const Calibration d = decode_calibration(encode_calibration(c));
+  ASSERT_TRUE(d.figures);
+  EXPECT_TRUE(same(c, d));
+  EXPECT_EQ(d.took_us, 321.5);
+
+  Calibration no;
+  no.reason = "local rank 1 did not arrive within 20 ms";
+  no.took_us = 20000;
+  const Calibration e = decode_calibration(encode_calibration(no));
+  EXPECT_FALSE(e.figures);
+  EXPECT_EQ(e.reason, no.reason);
+}
+
+TEST(Calibration, WireForm_MalformedValueIsABootstrapError) {
+  const std::string bad = "ok 1 2";
+  const auto* p = reinterpret_cast<const std::byte*>(bad.data());
+  try {
+    decode_calibration({p, bad.size()});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::bootstrap);
+    EXPECT_NE(std::string(e.what()).find("'ok 1 2'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Calibration, Singleton_DeclaredWithoutBootstrapTraffic) {
+  const std::vector<Calibration> c = calibrate_threads(1, {});
+  EXPECT_FALSE(c[0].figures);
+  EXPECT_EQ(c[0].reason, "singleton");
+}
+
+TEST(Calibration, Disabled_EveryRankDeclaredWithTheReason) {
+  ShmCalibrationOptions opt;
+  opt.enabled = false;
+  const std::vector<Calibration> c = calibrate_threads(3, opt);
+  for (const Calibration& x : c) {
+    EXPECT_FALSE(x.figures);
+    EXPECT_EQ(x.reason, "RMP_CALIBRATE=0");
+  }
+}
+
+// Two ranks: measured (all four figures positive) or, on a machine too busy to schedule the
+// pair within the budget, declared with a reason naming rank 1; the same on both ranks.
+TEST(Calibration, TwoRanks_MeasuredOrDeclaredWithReason_BothAgree) {
+  const std::vector<Calibration> c = calibrate_threads(2, {});
+  expect_all_agree(c);
+  if (c[0].figures) {
+    const LinkFigures& f = *c[0].figures;
+    EXPECT_GT(f.bw_Bps, 0);
+    EXPECT_GT(f.rtt_us, 0);
+    EXPECT_GT(f.copy_bw_Bps, 0);
+    EXPECT_GE(f.rndv_setup_us, 0);  // 0 where cross-memory attach is refused: declared
+    EXPECT_EQ(c[0].reason, "");
+  } else {
+    EXPECT_NE(c[0].reason.find("local rank 1"), std::string::npos) << c[0].reason;
+  }
+}
+
+// Eight ranks (oversubscribed on small machines): only two measure, all eight agree.
+TEST(Calibration, EightRanks_AllAgree) { expect_all_agree(calibrate_threads(8, {})); }
+
+// A partner that comes long after the arrival wait: the owner does not wait for it, and the
+// partner does not wait for the owner; both end on declared figures with the same reason.
+TEST(Calibration, LatePartner_FallsBackWithinTheArrivalWait) {
+  ShmCalibrationOptions opt;
+  opt.arrival_wait = std::chrono::milliseconds(2);
+  const std::vector<Calibration> c = calibrate_threads(2, opt, std::chrono::milliseconds(300));
+  expect_all_agree(c);
+  EXPECT_FALSE(c[0].figures);
+  EXPECT_EQ(c[0].reason, "local rank 1 did not arrive within 2 ms");
+}
+
+}  // namespace
+}  // namespace rmp::rt

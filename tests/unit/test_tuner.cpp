@@ -1,0 +1,253 @@
+// The adaptive tuner (runtime/tuner.hpp) against a synthetic cost model with a known optimum:
+// a deterministic stand-in for the clock (seeded noise), so convergence is reproducible. Also
+// the two users' candidate grids (p2p protocol buckets, shm get geometry).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "p2p/protocol_tuner.hpp"
+#include "runtime/transport/shm/get_tuner.hpp"
+#include "runtime/tuner.hpp"
+
+namespace rmp::rt {
+namespace {
+
+using Setting = HillTuner::Setting;
+
+// cost(threshold, fragment, depth) per byte for one size bucket: a bowl with its unique
+// minimum at `best` (1.0 there; each step away along a dimension costs 8-15 % more, growing
+// quadratically), times ±5 % noise from a seeded generator.
+struct SyntheticCost {
+  Setting best;
+  std::mt19937_64 rng;
+  double exact(const Setting& s) const {
+    const double w[3] = {0.15, 0.12, 0.08};
+    double c = 1.0;
+    for (std::size_t d = 0; d < 3; ++d) {
+      const double k = static_cast<double>(s[d]) - static_cast<double>(best[d]);
+      c += w[d] * k * k;
+    }
+    return c;
+  }
+  double noisy(const Setting& s) {
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1), portable
+    return exact(s) * (1 + 0.10 * (u - 0.5));
+  }
+};
+
+// One observation window of the tuner: kWindow explorations of a neighbour, spread over
+// kExplorePeriod uses each.
+constexpr std::uint64_t kUsesPerWindow = HillTuner::kWindow * HillTuner::kExplorePeriod;
+
+struct Outcome {
+  std::uint64_t converged_at = 0;  // first use after which current() == best for good
+  double mean_cost = 0;            // over every use, explorations included
+  double mean_cost_after = 0;      // over the uses after convergence
+  std::uint64_t left_optimum = 0;  // times current() left best after reaching it
+};
+
+// Drives one bucket for `uses` messages from `start` (the static default).
+Outcome drive(HillTuner& t, std::size_t bucket, SyntheticCost& model, std::uint64_t uses) {
+  Outcome run;
+  bool at_best = false;
+  double sum = 0, sum_after = 0;
+  std::uint64_t after = 0;
+  for (std::uint64_t i = 1; i <= uses; ++i) {
+    const HillTuner::Choice c = t.choose(bucket);
+    const double cost = model.noisy(c.setting);
+    sum += cost;
+    t.observe(bucket, c.setting, cost);
+    const bool now_best = t.current(bucket) == model.best;
+    if (now_best && !at_best) run.converged_at = i;
+    if (!now_best && at_best) ++run.left_optimum;
+    at_best = now_best;
+    if (at_best) {
+      sum_after += cost;
+      ++after;
+    }
+  }
+  if (!at_best) run.converged_at = 0;
+  run.mean_cost = sum / static_cast<double>(uses);
+  run.mean_cost_after = after ? sum_after / static_cast<double>(after) : 0;
+  return run;
+}
+
+// Start (3, 3, 1) is 6 steps from the optimum (5, 1, 3) in a 7 × 6 × 5 grid. Each step needs
+// at most one window per neighbour tried (6), so 6 × 6 = 36 windows bound the climb; the
+// test states 40 and checks the tuner then stays at the optimum for 200 more windows, for
+// 20 noise seeds.
+TEST(Tuner, SyntheticCost_ReachesUniqueOptimumWithin40WindowsAndStays) {
+  std::printf("seed  windows-to-optimum  mean-cost(run)  mean-cost(after)  default  optimum\n");
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    HillTuner t({7, 6, 5});
+    const std::size_t bucket = HillTuner::bucket_of(64 * 1024);
+    const Setting start{3, 3, 1};
+    t.enable(bucket, start);
+    SyntheticCost model{{5, 1, 3}, std::mt19937_64(seed)};
+    const Outcome run = drive(t, bucket, model, 240 * kUsesPerWindow);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::printf("%4llu  %18.1f  %14.4f  %16.4f  %7.3f  %7.3f\n",
+                static_cast<unsigned long long>(seed),
+                static_cast<double>(run.converged_at) / kUsesPerWindow, run.mean_cost,
+                run.mean_cost_after, model.exact(start), model.exact(model.best));
+    ASSERT_GT(run.converged_at, 0u) << "never reached the optimum";
+    EXPECT_LE(run.converged_at, 40 * kUsesPerWindow)
+        << "reached the optimum after " << run.converged_at << " uses ("
+        << static_cast<double>(run.converged_at) / kUsesPerWindow << " windows)";
+    EXPECT_EQ(run.left_optimum, 0u) << "left the optimum again";
+    EXPECT_EQ(t.current(bucket), model.best);
+    // Exploring once in 16 from the optimum costs a few per cent, never 10.
+    EXPECT_LE(run.mean_cost_after, 1.10 * model.exact(model.best));
+    // Over the whole run (climb included) the tuner beats staying at the default.
+    EXPECT_LT(run.mean_cost, model.exact(start));
+  }
+}
+
+// When the default is already the optimum, exploring is pure cost: it must stay within 10 %
+// of the default on average (DESIGN §5's bound for a tuner that explores).
+TEST(Tuner, StartAtOptimum_ExplorationCostsUnderTenPercent) {
+  HillTuner t({7, 6, 5});
+  const std::size_t bucket = 20;
+  const Setting best{2, 2, 2};
+  t.enable(bucket, best);
+  SyntheticCost model{best, std::mt19937_64(7)};
+  const Outcome run = drive(t, bucket, model, 100 * kUsesPerWindow);
+  EXPECT_EQ(run.left_optimum, 0u);
+  EXPECT_EQ(t.current(bucket), best);
+  EXPECT_LE(run.mean_cost, 1.10 * model.exact(best));
+  EXPECT_GT(t.explorations(), 0u);  // it did explore
+  EXPECT_EQ(t.moves(), 0u);
+}
+
+// The machine's speed drifts under the tuner: every 500 uses it switches between normal and
+// three times slower (other jobs, the two vCPUs changing placement). Each exploration is
+// compared with the current setting's cost just before it, so the climb still reaches the
+// optimum and stays.
+TEST(Tuner, DriftingMachineSpeed_StillReachesOptimumAndStays) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    HillTuner t({7, 6, 5});
+    const std::size_t bucket = 17;
+    t.enable(bucket, {3, 3, 1});
+    SyntheticCost model{{5, 1, 3}, std::mt19937_64(seed)};
+    std::uint64_t converged_at = 0, left = 0;
+    bool at_best = false;
+    for (std::uint64_t i = 1; i <= 200 * kUsesPerWindow; ++i) {
+      const double speed = (i / 500) % 2 ? 3.0 : 1.0;
+      const HillTuner::Choice c = t.choose(bucket);
+      t.observe(bucket, c.setting, speed * model.noisy(c.setting));
+      const bool now_best = t.current(bucket) == model.best;
+      if (now_best && !at_best) converged_at = i;
+      if (!now_best && at_best) ++left;
+      at_best = now_best;
+    }
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    EXPECT_TRUE(at_best);
+    EXPECT_LE(converged_at, 40 * kUsesPerWindow);
+    EXPECT_EQ(left, 0u);
+  }
+}
+
+// Buckets are independent: two size buckets with different optima each find their own.
+TEST(Tuner, Buckets_EachFindTheirOwnOptimum) {
+  HillTuner t({7, 6, 5});
+  const std::size_t small = HillTuner::bucket_of(8 * 1024), large = HillTuner::bucket_of(1 << 20);
+  t.enable(small, {3, 3, 2});
+  t.enable(large, {3, 3, 2});
+  SyntheticCost a{{1, 4, 2}, std::mt19937_64(11)};
+  SyntheticCost b{{6, 0, 4}, std::mt19937_64(12)};
+  for (std::uint64_t i = 0; i < 60 * kUsesPerWindow; ++i) {
+    const HillTuner::Choice ca = t.choose(small);
+    t.observe(small, ca.setting, a.noisy(ca.setting));
+    const HillTuner::Choice cb = t.choose(large);
+    t.observe(large, cb.setting, b.noisy(cb.setting));
+  }
+  EXPECT_EQ(t.current(small), a.best);
+  EXPECT_EQ(t.current(large), b.best);
+}
+
+TEST(Tuner, DisabledBucket_NeverExploresOrMoves) {
+  HillTuner t({4, 1, 1});
+  t.enable(10, {1, 0, 0});
+  for (int i = 0; i < 1000; ++i) {
+    const HillTuner::Choice c = t.choose(11);
+    EXPECT_FALSE(c.explore);
+    EXPECT_FALSE(t.observe(11, {3, 0, 0}, 0.0));
+  }
+  EXPECT_EQ(t.explorations(), 0u);
+  EXPECT_FALSE(t.enabled(11));
+  EXPECT_TRUE(t.enabled(10));
+}
+
+TEST(Tuner, BucketOf_PowerOfTwoIsTopOfItsBucket) {
+  EXPECT_EQ(HillTuner::bucket_of(0), 0u);
+  EXPECT_EQ(HillTuner::bucket_of(1), 0u);
+  EXPECT_EQ(HillTuner::bucket_of(2), 1u);
+  EXPECT_EQ(HillTuner::bucket_of(16384), 14u);
+  EXPECT_EQ(HillTuner::bucket_of(16385), 15u);
+  EXPECT_EQ(HillTuner::bucket_of(SIZE_MAX), 64u);
+}
+
+// ---- The p2p protocol tuner's buckets ---------------------------------------------------------
+
+TEST(ProtocolTuner, TunesOnlyAroundTheEagerThreshold_StartingFromTheStaticRule) {
+  p2p::ProtocolTuner t(44, 16384);
+  // tuned buckets: (4096, 8192], (8192, 16384], (16384, 32768]
+  EXPECT_FALSE(t.tunes(4096));
+  EXPECT_TRUE(t.tunes(4097));
+  EXPECT_TRUE(t.tunes(16384));
+  EXPECT_TRUE(t.tunes(32768));
+  EXPECT_FALSE(t.tunes(32769));
+  EXPECT_FALSE(t.tunes(8));
+  EXPECT_TRUE(t.pick(16384).eager);   // the static rule's choice to begin with
+  EXPECT_FALSE(t.pick(16385).eager);  // static: rendezvous
+  p2p::ProtocolTuner none(44, 0);
+  for (std::size_t s : {0u, 1u, 100u, 100000u}) EXPECT_FALSE(none.tunes(s)) << s;
+  // Eager never beyond 2 x the threshold, whatever the threshold.
+  p2p::ProtocolTuner odd(1024, 15000);
+  EXPECT_TRUE(odd.tunes(16384));
+  EXPECT_FALSE(odd.tunes(16385));
+}
+
+// Rendezvous delivering a 32 KiB bucket twice as fast as eager (eager counted twice: the
+// receiver's copy): the bucket switches to rendezvous within the stated windows.
+TEST(ProtocolTuner, FasterRendezvous_BucketSwitches) {
+  p2p::ProtocolTuner t(44, 65536);  // (16384, 32768] starts eager
+  const std::size_t size = 30000;
+  ASSERT_TRUE(t.pick(size).eager);
+  bool moved = false;
+  for (std::uint64_t i = 0; i < 4 * kUsesPerWindow && !moved; ++i) {
+    const p2p::ProtocolTuner::Pick p = t.pick(size);
+    moved = t.observe(size, p.eager, p.eager ? 4e-6 : 3e-6);
+  }
+  EXPECT_TRUE(moved);
+  EXPECT_FALSE(t.pick(size + 1).eager);
+}
+
+// ---- The shm get tuner's grid ------------------------------------------------------------------
+
+TEST(GetTuner, CandidatesAroundTheStaticSetting_PairGeometryHoldsTheLargest) {
+  shm::GetTuner t(128 * 1024, 2, true);
+  EXPECT_EQ(t.max_fragment(), 256u * 1024);
+  EXPECT_EQ(t.max_depth(), 8u);
+  const shm::GetTuner::Pick p = t.pick(1 << 20);
+  EXPECT_EQ(p.fragment, 128u * 1024);  // starts at the static setting
+  EXPECT_EQ(p.depth, 2u);
+  EXPECT_TRUE(p.tuned);
+  EXPECT_FALSE(p.retuned);
+  EXPECT_FALSE(t.pick(8 * 1024).tuned);  // one small chunk: nothing to tune
+
+  shm::GetTuner off(128 * 1024, 2, false);
+  EXPECT_FALSE(off.pick(1 << 20).tuned);
+  EXPECT_EQ(off.pick(1 << 20).fragment, 128u * 1024);
+
+  shm::GetTuner edge(1 << 20, 16, true);  // at the limits: nothing above them
+  EXPECT_EQ(edge.max_fragment(), std::size_t{1} << 20);
+  EXPECT_EQ(edge.max_depth(), 16u);
+}
+
+}  // namespace
+}  // namespace rmp::rt
