@@ -50,6 +50,7 @@ enum class Knob : std::size_t {
   max_rtt_ms,
   srq_safety,
   copy_bw,
+  allreduce_compress,
   count  // also "none" where a table field may name a knob
 };
 constexpr std::size_t kKnobCount = static_cast<std::size_t>(Knob::count);
@@ -70,7 +71,11 @@ constexpr std::array<std::string_view, kProfileCount> kProfileNames{"latency", "
 constexpr std::string_view kOffOn[] = {"off", "on"};
 constexpr std::string_view kWaitModes[] = {"poll", "yield", "block"};
 constexpr std::string_view kConnectModes[] = {"lazy", "eager"};  // index 1 == connect_eager
+constexpr std::string_view kCompressions[] = {"none", "fp16", "bf16"};
 constexpr double kOn = 1, kPoll = 0, kYield = 1, kLazy = 0;
+static_assert(static_cast<int>(Compression::none) == 0 && static_cast<int>(Compression::fp16) == 1 &&
+                  static_cast<int>(Compression::bf16) == 2,
+              "kCompressions must list rmp::Compression in its declaration order");
 static_assert(static_cast<int>(WaitMode::poll) == kPoll &&
                   static_cast<int>(WaitMode::yield) == kYield &&
                   static_cast<int>(WaitMode::block) == 2,
@@ -90,7 +95,7 @@ struct Invariant {
 };
 
 using Field = std::variant<std::size_t Params::*, double Params::*, bool Params::*, int Params::*,
-                           WaitMode Params::*>;
+                           WaitMode Params::*, Compression Params::*>;
 
 template <class T>
 using PerTransport = std::array<T, kTransportCount>;                  // self, shm, tcp, verbs
@@ -378,6 +383,14 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
                  "memcpy bandwidth (bounce buffers)"},
      .help = "Memory-copy bandwidth (1e6-1e13 bytes/s), calibrated at start-up; used by the "
              "cost model to choose between copy paths."},
+    {.id = Knob::allreduce_compress, .name = "allreduce_compress", .type = Type::choice,
+     .unit = "", .field = &Params::allreduce_compress, .default_value = 0,
+     .choices = kCompressions,
+     .meaning = {"", "16-bit wire values of float/double allreduce", "16-bit wire values of "
+                 "float/double allreduce", "16-bit wire values of float/double allreduce"},
+     .help = "none|fp16|bf16: float/double allreduce with sum, min or max (called without a "
+             "Compression argument) sends 16-bit values and reduces in full precision; "
+             "other types and ops stay exact."},
 }};
 // clang-format on
 
@@ -666,8 +679,7 @@ void store(Params& p, const Field& field, double v) {
       [&](auto member) {
         using T = std::remove_reference_t<decltype(p.*member)>;
         if constexpr (std::is_same_v<T, bool>) p.*member = v != 0;
-        else if constexpr (std::is_same_v<T, WaitMode>)
-          p.*member = static_cast<WaitMode>(static_cast<int>(v));
+        else if constexpr (std::is_enum_v<T>) p.*member = static_cast<T>(static_cast<int>(v));
         else p.*member = static_cast<T>(v);
       },
       field);
@@ -679,7 +691,7 @@ void store(Params& p, const Field& field, double v) {
 constexpr std::string_view kOtherVariables[] = {"RMP_TRANSPORTS", "RMP_PROFILE",
                                                 "RMP_CALIBRATE",  "RMP_SHM_CMA",
                                                 "RMP_SHM_COPY",   "RMP_PROGRESS_THREAD",
-                                                "RMP_TUNE",       "RMP_ALLREDUCE_COMPRESS",
+                                                "RMP_TUNE",
                                                 "RMP_RANK",       "RMP_SIZE",
                                                 "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
                                                 "RMP_NODE_ID",    "RMP_KVS",
@@ -824,6 +836,8 @@ std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::siz
 }
 
 double spin_us_formula(double link_rtt_us) { return std::max(1.0, 2 * link_rtt_us); }
+
+std::string json_quoted(std::string_view s) { return json_string(s); }
 
 std::vector<std::string_view> knob_names() {
   std::vector<std::string_view> names;

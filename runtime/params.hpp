@@ -63,6 +63,7 @@ struct Params {
   double max_rtt_ms = 0;
   double srq_safety = 0;
   double copy_bw = 0;  // bytes/s
+  Compression allreduce_compress = Compression::none;
 };
 
 struct ParamsInput {
@@ -119,6 +120,9 @@ std::string format_params(const ParamSet& set, bool json);
 // Reference of every knob (type, unit, default, range, per-transport meaning, help) as
 // Markdown, generated from the table so that docs and code cannot disagree.
 std::string format_knob_reference();
+
+// s as a JSON string literal, quotes and escapes included (rinfo --json, RMP_STATS=json:).
+std::string json_quoted(std::string_view s);
 
 // Limits a transport declares before it has opened a device (rinfo, tests); a running
 // transport replaces them with what it measured.

@@ -450,7 +450,8 @@ TEST(ParamsNames, KnobNamesAreTheContractInTableOrder) {
                                                "post_recv_per_s",
                                                "max_rtt_ms",
                                                "srq_safety",
-                                               "copy_bw"};
+                                               "copy_bw",
+                                               "allreduce_compress"};
   EXPECT_EQ(knob_names(), expected);
   const ParamSet set = resolve_params(make_input());
   for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(set.rows[i].name, expected[i]);

@@ -365,6 +365,8 @@ int ShmEndpoint::serve_chunks() {
                 j.src + j.off, len);
     j.off += len;
     sh->produced.store(++produced_, std::memory_order_release);
+    std::uint64_t& peak = t_.counters().chunks_in_flight_peak;
+    peak = std::max<std::uint64_t>(peak, produced_ - consumed_cache_);
     ++n;
     if (j.off == j.len) serve_.pop_front();
   }
