@@ -11,8 +11,9 @@
 //   - after timing, one untimed call on rank-dependent values is checked element by element
 //     against a reference computed here; a wrong result makes the program exit 1.
 // Element type (--type, default double), reduction (--op, default sum) and root (--root,
-// default 0) are options. Built once per backend: bench_coll_rmp, bench_coll_mpi.
+// default 0) are options; --compress fp16|bf16 times rmp's mixed-precision allreduce. Built once per backend: bench_coll_rmp, bench_coll_mpi.
 #include <chrono>
+#include <cmath>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
@@ -144,6 +145,18 @@ T reference_apply(ReduceOp op, T acc, T v) {
   return acc;
 }
 
+// What a compressed allreduce (--compress) returns for the exact result v: v rounded once to
+// the 16-bit format's significand (11 bits fp16, 8 bits bf16), ties to even. The inputs here
+// are small integers, exact in both formats, and rmp adds them in full precision, so this one
+// rounding is the only difference from the reference.
+double rounded(bench::Compress c, double v) {
+  if (c == bench::Compress::none || v == 0) return v;
+  const int bits = c == bench::Compress::fp16 ? 11 : 8;
+  int e = 0;
+  std::frexp(v, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(v, bits - e)), e - bits);
+}
+
 // The reduction over all ranks of element `i`.
 template <class T>
 T reference(ReduceOp op, int ranks, std::size_t i) {
@@ -238,7 +251,7 @@ double allreduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t w
   const Elem e = c.opt.elem;
   const ReduceOp op = c.opt.op;
   const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
-    b.allreduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op);
+    b.allreduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op, c.opt.compress);
   });
   with_elem(e, [&](auto tag) {
     using T = decltype(tag);
@@ -246,9 +259,13 @@ double allreduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t w
     void* out = c.rbuf.region(0, bytes);
     fill<T>(in, n, [&](std::size_t i) { return reduce_input<T>(op, b.rank(), b.size(), i); });
     fill<T>(out, n, [](std::size_t) { return T{}; });
-    b.allreduce(in, out, n, e, op);
-    check<T>(c, "allreduce", bytes, out, n, "result",
-             [&](std::size_t i) { return reference<T>(op, b.size(), i); });
+    b.allreduce(in, out, n, e, op, c.opt.compress);
+    check<T>(c, "allreduce", bytes, out, n, "result", [&](std::size_t i) {
+      const T want = reference<T>(op, b.size(), i);
+      if constexpr (std::is_floating_point_v<T>)
+        return static_cast<T>(rounded(c.opt.compress, static_cast<double>(want)));
+      return want;
+    });
   });
   return us;
 }
