@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -204,12 +204,10 @@ void Context::report_stats() const {
   }
   const std::string s = format_stats_json(counters_, rank(), size(), id().job_id);
   std::FILE* f = std::fopen(stats_path_.c_str(), "w");
-  const bool ok = f && std::fwrite(s.data(), 1, s.size(), f) == s.size();
-  const int err = errno;
-  if (f && std::fclose(f) != 0 && ok)
-    log_warn("RMP_STATS=" + settings_.stats + ": closing " + stats_path_ +
-             " failed: " + std::strerror(errno) + "; counters not saved");
-  else if (!ok)
+  bool ok = f && std::fwrite(s.data(), 1, s.size(), f) == s.size();
+  int err = errno;
+  if (f && std::fclose(f) != 0 && ok) ok = false, err = errno;
+  if (!ok)
     log_warn("RMP_STATS=" + settings_.stats + ": cannot write " + stats_path_ + ": " +
              std::strerror(err) + "; counters not saved");
 }

@@ -57,6 +57,12 @@ stats_bad_values)  # named in the error, before any traffic
   run "$RLAUNCH" -n 1 -x "RMP_STATS=json:$WORK/s.%q" "$PROGRAM"
   expect_rc_not0
   expect_err "unknown '%q'"
+  # Passes the start-up check but cannot be written at finalize (the name is a directory): a
+  # warning naming RMP_STATS, and the job still succeeds.
+  mkdir -p "$WORK/isdir/0"
+  run "$RLAUNCH" -n 1 -x "RMP_STATS=json:$WORK/isdir/%r" "$PROGRAM"
+  expect_rc 0
+  expect_err "RMP_STATS=json:$WORK/isdir/%r: cannot write $WORK/isdir/0"
   ;;
 
 docs_in_sync)  # the generated part of docs/tuning.md is what rinfo --knobs prints now
