@@ -232,16 +232,17 @@ void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count
   check_op("allreduce", op, t);
   if (!inplace) check_buffer("allreduce", "in", in, count);
   check_buffer("allreduce", "out", out, count);
-  if (explicit_compression && comp != Compression::none) {
-    const bool fp = t == Type::f32 || t == Type::f64;
-    if (!fp || !(op == Op::sum || op == Op::min || op == Op::max))
-      throw Error(Errc::invalid_argument,
-                  std::string("allreduce: compression applies to float/double with sum, min or "
-                              "max, not op ") + coll::op_name(op) + " on " + coll::type_name(t));
-    // 16-bit wire format: the tuning-model issue. Until then the full-precision path runs,
-    // which meets every error bound the compressed one promises.
-  }
-  coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op);
+  // An explicit Compression argument decides; otherwise the allreduce_compress knob applies
+  // to the calls it can apply to (the same on every rank: it comes from the job's settings).
+  const bool compressible = (t == Type::f32 || t == Type::f64) &&
+                            (op == Op::sum || op == Op::min || op == Op::max);
+  if (explicit_compression && comp != Compression::none && !compressible)
+    throw Error(Errc::invalid_argument,
+                std::string("allreduce: compression applies to float/double with sum, min or "
+                            "max, not op ") + coll::op_name(op) + " on " + coll::type_name(t));
+  if (!explicit_compression)
+    comp = compressible ? c.engine().context().params().allreduce_compress : Compression::none;
+  coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op, comp);
 }
 
 void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out,

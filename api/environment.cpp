@@ -125,7 +125,7 @@ Environment::~Environment() {
     p.engine->stop_progress_thread();
     p.context->bootstrap().finalize();
     const auto& stats = p.context->settings().stats;
-    if (!stats.empty() && stats != "0") p.context->print_stats();
+    if (!stats.empty() && stats != "0") p.context->report_stats();
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "rmp[%d] finalize: %s\n", p.context ? p.context->rank() : -1, ex.what());
   }

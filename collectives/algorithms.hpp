@@ -33,6 +33,10 @@ void allreduce_rabenseifner(const CommImpl& c, const void* in, void* out, std::s
                             std::size_t esize, Type t, Op op);
 void allreduce_ring(const CommImpl& c, const void* in, void* out, std::size_t count,
                     std::size_t esize, Type t, Op op);
+// allreduce_compressed.cpp: float/double (t f32 or f64) with sum, min or max; 16-bit values
+// (comp fp16 or bf16) on the wire, reduced in full precision; bit-identical on every rank.
+void allreduce_compressed(const CommImpl& c, const void* in, void* out, std::size_t count,
+                          std::size_t esize, Type t, Op op, Compression comp);
 
 // gather.cpp, scatter.cpp. `all` is the layout at the root (only the root's is read);
 // `sizes_known`: every rank knows every block size (gather, scatter), so no block-size

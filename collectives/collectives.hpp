@@ -28,6 +28,10 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
             Type t, Op op, int root);
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op);
+// Mixed precision (t f32 or f64; op sum, min or max): comp fp16 or bf16 sends 16-bit values
+// and reduces in full precision (allreduce_compressed.cpp); Compression::none is the above.
+void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
+               Type t, Op op, Compression comp);
 void gather(const CommImpl& c, const void* in, void* out, std::size_t bytes, int root);
 void gatherv(const CommImpl& c, const void* in, std::size_t count, void* out, sizes counts,
              sizes displs, std::size_t esize, int root);

@@ -59,6 +59,12 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
   }
 }
 
+void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
+               Type t, Op op, Compression comp) {
+  if (comp == Compression::none) return allreduce(c, in, out, count, esize, t, op);
+  allreduce_compressed(c, in, out, count, esize, t, op, comp);
+}
+
 void gather(const CommImpl& c, const void* in, void* out, std::size_t bytes, int root) {
   const Layout all = Layout::uniform(bytes);
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -46,6 +47,25 @@ Context::Context(std::unique_ptr<Bootstrap> boot) : boot_(std::move(boot)) {
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   oversubscribed_ = cores > 0 && id().local_size > cores;
   endpoints_.assign(static_cast<std::size_t>(id().size), nullptr);
+  if (settings_.stats.starts_with("json:")) stats_path_ = checked_stats_path();
+}
+
+// The file RMP_STATS=json:PATH names for this rank, checked at start-up so that a typo is
+// reported before the job runs rather than lost at finalize.
+std::string Context::checked_stats_path() const {
+  const std::string pattern = settings_.stats.substr(5);
+  const std::string path = expand_stats_path(pattern, rank(), id().job_id);
+  const std::string knob = "RMP_STATS=" + settings_.stats;
+  if (size() > 1 && pattern.find("%r") == std::string::npos)
+    throw Error(Errc::invalid_argument, knob + ": all " + std::to_string(size()) +
+                                            " ranks would write the same file; put %r (the "
+                                            "rank) in PATH");
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error(Errc::invalid_argument, knob + ": directory " + dir + " of " + path +
+                                            " is not writable (" + std::strerror(errno) + ")");
+  return path;
 }
 
 TransportLimits Context::shm_limits(std::size_t am_header_bytes) {
@@ -103,6 +123,11 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     address.insert(address.end(), a.begin(), a.end());
   }
   if (id().size > 1) boot_->put("addr/" + std::to_string(id().rank), address);
+  // connect=eager: pre-warm every peer now (on shm: map every pair segment), so that no
+  // first message pays for it. Needs only the peers' addresses, not their progress.
+  if (params_.values.connect_eager)
+    for (int peer = 0; peer < id().size; ++peer)
+      if (peer != id().rank && !endpoints_[static_cast<std::size_t>(peer)]) connect(peer);
   if (settings_.print_params && id().rank == 0) {
     std::string t = "shm calibration: " +
                     (calibration_.figures ? std::string("measured")
@@ -177,44 +202,27 @@ void Context::Idle::operator()() {
       Clock::now() - since_ > std::chrono::milliseconds(1)) {
     // Long idle periods: let the core go entirely for a short while.
     std::this_thread::sleep_for(std::chrono::microseconds(50));
+    ++c_.counters().idle_sleeps;
     return;
   }
   ::sched_yield();
+  ++c_.counters().idle_yields;
 }
 
-void Context::print_stats() const {
-  const Counters& c = counters_;
-  std::string s = "rmp[" + std::to_string(rank()) + "] stats:";
-  auto add = [&](const char* n, std::uint64_t v) { s += std::string(" ") + n + "=" + std::to_string(v); };
-  add("msgs_inline", c.msgs_inline);
-  add("bytes_inline", c.bytes_inline);
-  add("msgs_eager", c.msgs_eager);
-  add("bytes_eager", c.bytes_eager);
-  add("msgs_rndv", c.msgs_rndv);
-  add("bytes_rndv", c.bytes_rndv);
-  add("msgs_self", c.msgs_self);
-  add("credit_stalls", c.credit_stalls);
-  add("credit_returns", c.credit_returns);
-  add("unexpected_msgs", c.unexpected_msgs);
-  add("unexpected_peak", c.unexpected_peak);
-  add("unexpected_eager_bytes_peak", c.unexpected_eager_bytes_peak);
-  add("rndv_fragments", c.rndv_fragments);
-  add("ring_full", c.ring_full);
-  add("shm_gets_single", c.shm_gets_single);
-  add("shm_gets_chunks", c.shm_gets_chunks);
-  add("shm_gets_split", c.shm_gets_split);
-  add("shm_split_helped", c.shm_split_helped);
-  add("shm_segments", c.shm_segments);
-  add("endpoints", c.endpoints);
-  if (params_.values.tune_adaptive) {
-    add("tune_explorations", c.tune_explorations);
-    add("tune_moves", c.tune_moves);
-    add("tune_eager_above", c.tune_eager_above);
-    add("tune_rndv_below", c.tune_rndv_below);
-    add("tune_gets_retuned", c.tune_gets_retuned);
+void Context::report_stats() const {
+  if (stats_path_.empty()) {
+    const std::string s = format_stats_text(counters_, rank());
+    std::fwrite(s.data(), 1, s.size(), stderr);
+    return;
   }
-  s += "\n";
-  std::fwrite(s.data(), 1, s.size(), stderr);
+  const std::string s = format_stats_json(counters_, rank(), size(), id().job_id);
+  std::FILE* f = std::fopen(stats_path_.c_str(), "w");
+  bool ok = f && std::fwrite(s.data(), 1, s.size(), f) == s.size();
+  int err = errno;
+  if (f && std::fclose(f) != 0 && ok) ok = false, err = errno;
+  if (!ok)
+    log_warn("RMP_STATS=" + settings_.stats + ": cannot write " + stats_path_ + ": " +
+             std::strerror(err) + "; counters not saved");
 }
 
 }  // namespace rmp::rt

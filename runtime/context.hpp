@@ -62,22 +62,25 @@ public:
   // share cores.
   class Idle {
   public:
-    explicit Idle(const Context& c) : c_(c) {}
+    explicit Idle(Context& c) : c_(c) {}
     void operator()();
     void reset() { idle_ = 0, spun_ = false; }
 
   private:
-    const Context& c_;
+    Context& c_;
     std::uint64_t idle_ = 0;
     bool spun_ = false;  // spin_us has passed: yield on every idle poll
     std::chrono::steady_clock::time_point since_;
   };
 
-  void print_stats() const;
+  // RMP_STATS at finalize: the counters as a line on stderr (1) or a JSON file (json:PATH);
+  // a file that cannot be written is a warning naming RMP_STATS.
+  void report_stats() const;
 
 private:
   Endpoint& connect(int peer);
   static TransportLimits shm_limits(std::size_t am_header_bytes);
+  std::string checked_stats_path() const;
 
   std::unique_ptr<Bootstrap> boot_;
   std::size_t am_header_bytes_ = 0;
@@ -86,6 +89,7 @@ private:
   EnvSettings settings_;
   Counters counters_;
   bool oversubscribed_ = false;
+  std::string stats_path_;  // RMP_STATS=json:PATH expanded for this rank; "" otherwise
   std::unique_ptr<Transport> self_, shm_;
   std::vector<Endpoint*> endpoints_;  // by world rank; null until first use
 };

@@ -52,6 +52,7 @@ enum class Knob : std::size_t {
   copy_bw,
   rndv_setup_us,
   tune,
+  allreduce_compress,
   count  // also "none" where a table field may name a knob
 };
 constexpr std::size_t kKnobCount = static_cast<std::size_t>(Knob::count);
@@ -73,7 +74,11 @@ constexpr std::string_view kOffOn[] = {"off", "on"};
 constexpr std::string_view kWaitModes[] = {"poll", "yield", "block"};
 constexpr std::string_view kConnectModes[] = {"lazy", "eager"};  // index 1 == connect_eager
 constexpr std::string_view kTuneModes[] = {"static", "adaptive"};  // index 1 == tune_adaptive
+constexpr std::string_view kCompressions[] = {"none", "fp16", "bf16"};
 constexpr double kOn = 1, kPoll = 0, kYield = 1, kLazy = 0;
+static_assert(static_cast<int>(Compression::none) == 0 && static_cast<int>(Compression::fp16) == 1 &&
+                  static_cast<int>(Compression::bf16) == 2,
+              "kCompressions must list rmp::Compression in its declaration order");
 static_assert(static_cast<int>(WaitMode::poll) == kPoll &&
                   static_cast<int>(WaitMode::yield) == kYield &&
                   static_cast<int>(WaitMode::block) == 2,
@@ -93,7 +98,7 @@ struct Invariant {
 };
 
 using Field = std::variant<std::size_t Params::*, double Params::*, bool Params::*, int Params::*,
-                           WaitMode Params::*>;
+                           WaitMode Params::*, Compression Params::*>;
 
 template <class T>
 using PerTransport = std::array<T, kTransportCount>;                  // self, shm, tcp, verbs
@@ -405,6 +410,14 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .help = "static|adaptive: adaptive moves each rank's point-to-point eager/rendezvous "
              "switch, get fragment size and pipeline depth per message-size bucket toward the "
              "fastest observed setting (settings that shape collectives are never tuned)."},
+    {.id = Knob::allreduce_compress, .name = "allreduce_compress", .type = Type::choice,
+     .unit = "", .field = &Params::allreduce_compress, .default_value = 0,
+     .choices = kCompressions,
+     .meaning = {"", "16-bit wire values of float/double allreduce", "16-bit wire values of "
+                 "float/double allreduce", "16-bit wire values of float/double allreduce"},
+     .help = "none|fp16|bf16: float/double allreduce with sum, min or max (called without a "
+             "Compression argument) sends 16-bit values and reduces in full precision; "
+             "other types and ops stay exact."},
 }};
 // clang-format on
 
@@ -696,8 +709,7 @@ void store(Params& p, const Field& field, double v) {
       [&](auto member) {
         using T = std::remove_reference_t<decltype(p.*member)>;
         if constexpr (std::is_same_v<T, bool>) p.*member = v != 0;
-        else if constexpr (std::is_same_v<T, WaitMode>)
-          p.*member = static_cast<WaitMode>(static_cast<int>(v));
+        else if constexpr (std::is_enum_v<T>) p.*member = static_cast<T>(static_cast<int>(v));
         else p.*member = static_cast<T>(v);
       },
       field);
@@ -709,7 +721,6 @@ void store(Params& p, const Field& field, double v) {
 constexpr std::string_view kOtherVariables[] = {"RMP_TRANSPORTS", "RMP_PROFILE",
                                                 "RMP_CALIBRATE",  "RMP_SHM_CMA",
                                                 "RMP_SHM_COPY",   "RMP_PROGRESS_THREAD",
-                                                "RMP_ALLREDUCE_COMPRESS",
                                                 "RMP_RANK",       "RMP_SIZE",
                                                 "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
                                                 "RMP_NODE_ID",    "RMP_KVS",
@@ -858,6 +869,7 @@ double spin_us_formula(double link_rtt_us) { return std::max(1.0, 2 * link_rtt_u
 std::size_t eager_threshold_formula(double copy_bw_Bps, double link_rtt_us, double rndv_setup_us) {
   return to_size(round_up(copy_bw_Bps * (link_rtt_us + rndv_setup_us) * 1e-6));
 }
+std::string json_quoted(std::string_view s) { return json_string(s); }
 
 std::vector<std::string_view> knob_names() {
   std::vector<std::string_view> names;

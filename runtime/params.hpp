@@ -67,6 +67,7 @@ struct Params {
   double copy_bw = 0;  // bytes/s
   double rndv_setup_us = 0;  // µs
   bool tune_adaptive = false;  // RMP_TUNE=adaptive (runtime/tuner.hpp)
+  Compression allreduce_compress = Compression::none;
 };
 
 struct ParamsInput {
@@ -131,6 +132,9 @@ std::string format_params(const ParamSet& set, bool json);
 // Reference of every knob (type, unit, default, range, per-transport meaning, help) as
 // Markdown, generated from the table so that docs and code cannot disagree.
 std::string format_knob_reference();
+
+// s as a JSON string literal, quotes and escapes included (rinfo --json, RMP_STATS=json:).
+std::string json_quoted(std::string_view s);
 
 // Limits a transport declares before it has opened a device (rinfo, tests); a running
 // transport replaces them with what it measured.

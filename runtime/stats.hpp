@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
 
 namespace rmp::rt {
 
@@ -18,13 +21,16 @@ struct Counters {
   std::uint64_t unexpected_eager_bytes = 0;       // eager payload buffered now
   std::uint64_t unexpected_eager_bytes_peak = 0;  // most eager payload buffered at once
   std::uint64_t rndv_fragments = 0;       // get fragments completed (receiver side)
+  std::uint64_t chunks_in_flight_peak = 0;  // most pipelined-copy chunks filled, not yet drained
   std::uint64_t ring_full = 0;            // sends that found the ring full and were queued
   std::uint64_t shm_gets_single = 0;      // gets served by cross-memory attach
   std::uint64_t shm_gets_chunks = 0;      // gets served by the pipelined chunk copy
   std::uint64_t shm_gets_split = 0;       // gets split between requester and owner (both CMA)
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_segments = 0;         // pair segments this rank mapped
-  std::uint64_t endpoints = 0;            // peers connected (created on first use)
+  std::uint64_t endpoints = 0;            // peers connected (on first use, or all at start)
+  std::uint64_t idle_yields = 0;          // waits that gave the core away (sched_yield)
+  std::uint64_t idle_sleeps = 0;          // waits that slept (wait_mode=block)
   // RMP_TUNE=adaptive (runtime/tuner.hpp): its decisions.
   std::uint64_t tune_explorations = 0;    // messages or gets sent with a neighbouring setting
   std::uint64_t tune_moves = 0;           // times a size bucket moved to a faster setting
@@ -36,5 +42,21 @@ struct Counters {
 // Counters of this process's default context (world()). Valid between Environment's
 // construction and destruction.
 Counters& counters();
+
+// Every counter RMP_STATS reports, by name, in report order (the text line and the JSON object
+// are both made from this list, so they cannot disagree).
+struct CounterField {
+  std::string_view name;
+  std::uint64_t Counters::*member;
+};
+std::span<const CounterField> counter_fields();
+
+// RMP_STATS=1: one line "rmp[R] stats: name=value …".
+std::string format_stats_text(const Counters& c, int rank);
+// RMP_STATS=json:PATH: {"rank": R, "size": N, "job": "…", "counters": {"name": value, …}}.
+std::string format_stats_json(const Counters& c, int rank, int size, std::string_view job);
+// PATH of RMP_STATS=json:PATH with %r → rank, %j → job id, %% → %. Throws rmp::Error
+// (invalid_argument) naming RMP_STATS for any other % sequence.
+std::string expand_stats_path(std::string_view pattern, int rank, std::string_view job);
 
 }  // namespace rmp::rt

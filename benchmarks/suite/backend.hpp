@@ -35,6 +35,8 @@ void with_elem(Elem e, F&& f) {
   }
 }
 enum class ReduceOp { sum, prod, min, max, land, lor, band, bor, bxor };
+// 16-bit wire format of allreduce (--compress): rmp's Compression; MPI has none.
+enum class Compress { none, fp16, bf16 };
 
 std::size_t elem_size(Elem e);
 std::string_view elem_name(Elem e);            // "double", "int32", "complex<float>", ...
@@ -75,6 +77,8 @@ public:
   void bcast(void* buf, std::size_t count, Elem e, int root);
   void reduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op, int root);
   void allreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);
+  // Mixed precision (float/double with sum, min, max); rmp only: the MPI backend aborts.
+  void allreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op, Compress c);
   void allgather(const void* in, void* out, std::size_t count, Elem e);
   void alltoall(const void* in, void* out, std::size_t count, Elem e);
   void reduce_scatter_block(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);

@@ -111,6 +111,18 @@ void Backend::allreduce(const void* in, void* out, std::size_t count, Elem e, Re
   });
 }
 
+void Backend::allreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op,
+                        Compress c) {
+  const rmp::Compression comp = c == Compress::fp16   ? rmp::Compression::fp16
+                                : c == Compress::bf16 ? rmp::Compression::bf16
+                                                      : rmp::Compression::none;
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    impl_->world.allreduce(static_cast<const T*>(in), static_cast<T*>(out), count, to_rmp(op),
+                           comp);
+  });
+}
+
 void Backend::allgather(const void* in, void* out, std::size_t count, Elem e) {
   with_elem(e, [&](auto tag) {
     using T = decltype(tag);

@@ -12,10 +12,11 @@
 //     against a reference computed here; a wrong result makes the program exit 1.
 //   - iallreduce_overlap: how much of a non-blocking allreduce hides behind compute (%).
 // Element type (--type, default double), reduction (--op, default sum) and root (--root,
-// default 0) are options. Built once per backend: bench_coll_rmp, bench_coll_openmpi,
-// bench_coll_mpich.
+// default 0) are options; --compress fp16|bf16 times rmp's mixed-precision allreduce. Built
+// once per backend: bench_coll_rmp, bench_coll_openmpi, bench_coll_mpich.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
@@ -147,6 +148,18 @@ T reference_apply(ReduceOp op, T acc, T v) {
   return acc;
 }
 
+// What a compressed allreduce (--compress) returns for the exact result v: v rounded once to
+// the 16-bit format's significand (11 bits fp16, 8 bits bf16), ties to even. The inputs here
+// are small integers, exact in both formats, and rmp adds them in full precision, so this one
+// rounding is the only difference from the reference.
+double rounded(bench::Compress c, double v) {
+  if (c == bench::Compress::none || v == 0) return v;
+  const int bits = c == bench::Compress::fp16 ? 11 : 8;
+  int e = 0;
+  std::frexp(v, &e);
+  return std::ldexp(std::nearbyint(std::ldexp(v, bits - e)), e - bits);
+}
+
 // The reduction over all ranks of element `i`.
 template <class T>
 T reference(ReduceOp op, int ranks, std::size_t i) {
@@ -250,10 +263,12 @@ Typed typed(Context& c, std::size_t bytes) {
 // The untimed check of a reduction: every rank contributes reduce_input() at `in_count`
 // elements, `call(in, out)` reduces, and the `bytes` of `out` must equal the reference from
 // element `first` on wherever `has_result` says the result lands (allreduce, reduce: the whole
-// vector from 0; reduce_scatter_block: this rank's block).
+// vector from 0; reduce_scatter_block: this rank's block). `wire` is the allreduce's
+// compression: a compressed result is the reference rounded once to 16 bits.
 template <class Call>
 void check_reduction(Context& c, const char* test, std::size_t bytes, std::size_t in_count,
-                     std::size_t first, bool has_result, const char* where, Call&& call) {
+                     std::size_t first, bool has_result, const char* where, bench::Compress wire,
+                     Call&& call) {
   Backend& b = c.b;
   const std::size_t n = elements(c, bytes);
   const ReduceOp op = c.opt.op;
@@ -266,8 +281,12 @@ void check_reduction(Context& c, const char* test, std::size_t bytes, std::size_
     fill<T>(out, n, [](std::size_t) { return T{}; });
     call(in, out);
     if (has_result) {
-      check<T>(c, test, bytes, out, n, where,
-               [&](std::size_t i) { return reference<T>(op, b.size(), first + i); });
+      check<T>(c, test, bytes, out, n, where, [&](std::size_t i) {
+        const T want = reference<T>(op, b.size(), first + i);
+        if constexpr (std::is_floating_point_v<T>)
+          return static_cast<T>(rounded(wire, static_cast<double>(want)));
+        return want;
+      });
     }
   });
 }
@@ -275,10 +294,10 @@ void check_reduction(Context& c, const char* test, std::size_t bytes, std::size_
 double allreduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
   const auto [b, n, e, op] = typed(c, bytes);
   const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
-    b.allreduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op);
+    b.allreduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op, c.opt.compress);
   });
-  check_reduction(c, "allreduce", bytes, n, 0, true, "result",
-                  [&](const void* in, void* out) { b.allreduce(in, out, n, e, op); });
+  check_reduction(c, "allreduce", bytes, n, 0, true, "result", c.opt.compress,
+                  [&](const void* in, void* out) { b.allreduce(in, out, n, e, op, c.opt.compress); });
   return us;
 }
 
@@ -289,6 +308,7 @@ double reduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t warm
     b.reduce(c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op, root);
   });
   check_reduction(c, "reduce", bytes, n, 0, b.rank() == root, "result at the root",
+                  bench::Compress::none,
                   [&](const void* in, void* out) { b.reduce(in, out, n, e, op, root); });
   return us;
 }
@@ -324,7 +344,7 @@ double iallreduce_overlap(Context& c, std::size_t bytes, std::size_t iters, std:
     compute_for(b, seconds);
     b.waitall();
   });
-  check_reduction(c, "iallreduce_overlap", bytes, n, 0, true, "result",
+  check_reduction(c, "iallreduce_overlap", bytes, n, 0, true, "result", bench::Compress::none,
                   [&](const void* in, void* out) {
                     b.iallreduce(in, out, n, e, op);
                     b.waitall();
@@ -407,6 +427,7 @@ double reduce_scatter_block(Context& c, std::size_t bytes, std::size_t iters, st
   });
   check_reduction(c, "reduce_scatter_block", bytes, n * ranks(c),
                   static_cast<std::size_t>(b.rank()) * n, true, "this rank's block",
+                  bench::Compress::none,
                   [&](const void* in, void* out) { b.reduce_scatter_block(in, out, n, e, op); });
   return us;
 }

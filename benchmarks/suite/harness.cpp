@@ -155,6 +155,8 @@ void usage(const SuiteSpec& spec, const std::vector<Test>& tests) {
       std::printf(" %.*s", static_cast<int>(n.size()), n.data());
     }
     std::printf("\n  --root R          root of bcast and reduce (default 0)\n");
+    std::printf("  --compress F      allreduce sends 16-bit values: fp16 or bf16 (float/double\n"
+                "                    with sum, min, max; rmp only; default none)\n");
   }
   std::printf(
       "  --help            this text\n"
@@ -217,6 +219,12 @@ Options parse(int argc, char** argv, const SuiteSpec& spec, const std::vector<Te
       o.elem = parse_elem(value());
     } else if (spec.typed && a == "--op") {
       o.op = parse_op(value());
+    } else if (spec.typed && a == "--compress") {
+      const std::string_view v = value();
+      if (v == "fp16") o.compress = Compress::fp16;
+      else if (v == "bf16") o.compress = Compress::bf16;
+      else if (v == "none") o.compress = Compress::none;
+      else throw UsageError("--compress: unknown format '" + std::string(v) + "' (fp16|bf16|none)");
     } else if (spec.typed && a == "--root") {
       o.root = static_cast<int>(std::min<std::size_t>(parse_count(a, value()), 1u << 30));
     } else if (!spec.typed && a == "--window") {
@@ -246,6 +254,14 @@ Options parse(int argc, char** argv, const SuiteSpec& spec, const std::vector<Te
   if (spec.typed && !op_applies(o.op, o.elem)) {
     throw UsageError("--op " + std::string(reduce_op_name(o.op)) + " does not apply to --type " +
                      std::string(elem_name(o.elem)));
+  }
+  if (o.compress != Compress::none) {
+    if (std::string_view(Backend::name()) != "rmp")
+      throw UsageError("--compress: only rmp has a compressed allreduce");
+    const bool fp = o.elem == Elem::f32 || o.elem == Elem::f64;
+    const bool op = o.op == ReduceOp::sum || o.op == ReduceOp::min || o.op == ReduceOp::max;
+    if (!fp || !op)
+      throw UsageError("--compress applies to --type float or double with --op sum, min or max");
   }
   if (!list.empty()) {
     std::sort(list.begin(), list.end());

@@ -41,6 +41,7 @@ struct Options {
   Elem elem = Elem::f64;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
+  Compress compress = Compress::none;  // allreduce's wire format (--compress, rmp only)
 };
 
 class BufferPool;

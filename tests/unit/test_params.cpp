@@ -511,7 +511,8 @@ TEST(ParamsNames, KnobNamesAreTheContractInTableOrder) {
                                                "srq_safety",
                                                "copy_bw",
                                                "rndv_setup_us",
-                                               "tune"};
+                                               "tune",
+                                               "allreduce_compress"};
   EXPECT_EQ(knob_names(), expected);
   const ParamSet set = resolve_params(make_input());
   for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(set.rows[i].name, expected[i]);

@@ -490,6 +490,8 @@ int ShmEndpoint::serve_chunks() {
     j.off += len;
     produced_ += len;
     sh->produced.store(produced_, std::memory_order_release);
+    std::uint64_t& peak = t_.counters().chunks_in_flight_peak;  // in steps of `fragment`
+    peak = std::max<std::uint64_t>(peak, (produced_ - consumed_cache_ + j.fragment - 1) / j.fragment);
     ++n;
     if (j.off == j.len) serve_.pop_front();
   }
@@ -506,9 +508,10 @@ int ShmEndpoint::drain_chunks() {
       produced_cache_ = sh->produced.load(std::memory_order_acquire);
       if (consumed_ == produced_cache_) break;
     }
+    // One fragment at a time, as the owner wrote them: the space returns to the owner sooner.
     const std::size_t at = static_cast<std::size_t>(consumed_ % ring);
     const std::size_t len = std::min({static_cast<std::size_t>(produced_cache_ - consumed_),
-                                      j.len - j.off, ring - at});
+                                      j.fragment, j.len - j.off, ring - at});
     copy_bytes(j.dst + j.off, in_chunks_.chunks + at, len);
     j.off += len;
     consumed_ += len;

@@ -1,0 +1,27 @@
+// 16-bit wire formats of the compressed allreduce (DESIGN §5 "mixed precision"): IEEE
+// binary16 (fp16: 11 significant bits, range ±65504) and bfloat16 (bf16: 8 significant bits,
+// float's range). Conversions round to nearest, ties to even; the vector versions use the
+// CPU's conversion instructions where it has them (F16C), which give the same bits as the
+// scalar ones, so every rank and code path agrees. Doubles go through float (cvtsd2ss, then
+// the 16-bit rounding): that may round twice, at most one 16-bit ulp/2 plus 2^-24 relative.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <rmp/rmp.hpp>
+
+namespace rmp::coll {
+
+std::uint16_t float_to_fp16(float f);
+float fp16_to_float(std::uint16_t h);
+std::uint16_t float_to_bf16(float f);
+float bf16_to_float(std::uint16_t h);
+
+// n elements of type t (f32 or f64) to 16-bit values of format c (fp16 or bf16), and back.
+void encode_half(Compression c, detail::Type t, const void* in, std::uint16_t* out,
+                 std::size_t n);
+void decode_half(Compression c, detail::Type t, const std::uint16_t* in, void* out,
+                 std::size_t n);
+
+}  // namespace rmp::coll

@@ -1,0 +1,84 @@
+// RMP_STATS reports: the counter list and its two renderings (text line, JSON object).
+#include "runtime/stats.hpp"
+
+#include <rmp/rmp.hpp>
+
+#include "runtime/params.hpp"
+
+namespace rmp::rt {
+namespace {
+
+// unexpected_eager_bytes (buffered now) is left out: at finalize it is 0 by construction.
+constexpr CounterField kFields[] = {
+    {"msgs_inline", &Counters::msgs_inline},
+    {"bytes_inline", &Counters::bytes_inline},
+    {"msgs_eager", &Counters::msgs_eager},
+    {"bytes_eager", &Counters::bytes_eager},
+    {"msgs_rndv", &Counters::msgs_rndv},
+    {"bytes_rndv", &Counters::bytes_rndv},
+    {"msgs_self", &Counters::msgs_self},
+    {"credit_stalls", &Counters::credit_stalls},
+    {"credit_returns", &Counters::credit_returns},
+    {"unexpected_msgs", &Counters::unexpected_msgs},
+    {"unexpected_peak", &Counters::unexpected_peak},
+    {"unexpected_eager_bytes_peak", &Counters::unexpected_eager_bytes_peak},
+    {"rndv_fragments", &Counters::rndv_fragments},
+    {"chunks_in_flight_peak", &Counters::chunks_in_flight_peak},
+    {"ring_full", &Counters::ring_full},
+    {"shm_gets_single", &Counters::shm_gets_single},
+    {"shm_gets_chunks", &Counters::shm_gets_chunks},
+    {"shm_gets_split", &Counters::shm_gets_split},
+    {"shm_split_helped", &Counters::shm_split_helped},
+    {"shm_segments", &Counters::shm_segments},
+    {"endpoints", &Counters::endpoints},
+    {"idle_yields", &Counters::idle_yields},
+    {"idle_sleeps", &Counters::idle_sleeps},
+    {"tune_explorations", &Counters::tune_explorations},
+    {"tune_moves", &Counters::tune_moves},
+    {"tune_eager_above", &Counters::tune_eager_above},
+    {"tune_rndv_below", &Counters::tune_rndv_below},
+    {"tune_gets_retuned", &Counters::tune_gets_retuned},
+};
+
+}  // namespace
+
+std::span<const CounterField> counter_fields() { return kFields; }
+
+std::string format_stats_text(const Counters& c, int rank) {
+  std::string s = "rmp[" + std::to_string(rank) + "] stats:";
+  for (const CounterField& f : kFields)
+    s += " " + std::string(f.name) + "=" + std::to_string(c.*f.member);
+  return s + "\n";
+}
+
+std::string format_stats_json(const Counters& c, int rank, int size, std::string_view job) {
+  std::string s = "{\"rank\": " + std::to_string(rank) + ", \"size\": " + std::to_string(size) +
+                  ", \"job\": " + json_quoted(job) + ", \"counters\": {";
+  for (std::size_t i = 0; i < std::size(kFields); ++i)
+    s += (i ? ",\n  " : "\n  ") + json_quoted(kFields[i].name) + ": " +
+         std::to_string(c.*kFields[i].member);
+  return s + "\n}}\n";
+}
+
+std::string expand_stats_path(std::string_view pattern, int rank, std::string_view job) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      out += pattern[i];
+      continue;
+    }
+    const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
+    if (next == 'r') out += std::to_string(rank);
+    else if (next == 'j') out += job;
+    else if (next == '%') out += '%';
+    else
+      throw Error(Errc::invalid_argument,
+                  "RMP_STATS=json:" + std::string(pattern) + ": unknown '%" +
+                      (next ? std::string(1, next) : std::string()) +
+                      "' in PATH (allowed %r = rank, %j = job id, %% = %)");
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace rmp::rt

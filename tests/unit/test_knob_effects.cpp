@@ -1,0 +1,359 @@
+// Each knob that means something on shm changes what the transport or p2p does, as the
+// counters show (not just the value rinfo prints): two runs that differ only in that knob,
+// with ranks as threads over the real shm transport. Where a peer must not drain its queues
+// while the other fills them, it is held on an atomic flag (threads of one process), so every
+// count here is deterministic. Knobs that are n/a on shm, and those no counter can observe,
+// are listed in kNotObservedOnShm with the reason; a test checks that every knob is either
+// tested here or listed there.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/params.hpp"
+#include "tests/unit/coll_env.hpp"
+#include "tests/unit/thread_ranks.hpp"
+
+using rmp::p2p::Channel;
+using rmp::rt::Counters;
+using rmp::testing::ScopedEnv;
+using rmp::testing::ThreadRank;
+using rmp::testing::run_thread_ranks;
+
+namespace {
+
+// Knobs exercised below (each by a test named after it).
+const std::set<std::string> kTested = {
+    "sq_depth",         "rq_depth",      "inline_threshold", "eager_threshold",
+    "fragment_size",    "header_overhead", "pipeline_depth", "spin_us",
+    "wait_mode",        "connect",       "link_bw",          "link_rtt_us",
+    "expected_concurrency", "copy_bw",   "rndv_setup_us",    "tune"};
+
+// Knobs that apply on shm but that no counter observes, with where they are shown instead.
+const std::map<std::string, std::string> kNotObservedOnShm = {
+    {"allreduce_compress", "applied by the API layer (rmp::Comm::allreduce), not by p2p: "
+                           "rmp_tuning_itest.*.compressbf16 shows it rounding results"}};
+
+// One thread-rank run; returns each rank's counters at the end of fn.
+std::vector<Counters> run(int n, const std::function<void(ThreadRank&)>& fn) {
+  std::vector<Counters> out(static_cast<std::size_t>(n));
+  run_thread_ranks(n, [&](ThreadRank& t) {
+    fn(t);
+    out[static_cast<std::size_t>(t.world.rank())] = t.ctx.counters();
+  });
+  return out;
+}
+
+void wait_for(const std::atomic<bool>& flag) {
+  while (!flag.load(std::memory_order_acquire)) std::this_thread::yield();
+}
+
+// Rank 0 issues `count` sends of `bytes` to rank 1 while rank 1 is held (polls nothing), then
+// rank 1 receives them all. Returns rank 0's counters.
+Counters flood(std::size_t count, std::size_t bytes) {
+  std::atomic<bool> issued{false};
+  return run(2, [&](ThreadRank& t) {
+    auto& e = t.engine;
+    std::vector<unsigned char> buf(count * std::max<std::size_t>(bytes, 1), 0x5a);
+    if (t.world.rank() == 0) {
+      std::vector<rmp::detail::RequestState*> rs;
+      for (std::size_t i = 0; i < count; ++i)
+        rs.push_back(e.isend(t.world, Channel::user, buf.data() + i * bytes, bytes, 1, 3, false));
+      issued.store(true, std::memory_order_release);
+      for (auto* r : rs) e.wait(r);
+    } else {
+      wait_for(issued);
+      for (std::size_t i = 0; i < count; ++i)
+        e.wait(e.irecv(t.world, Channel::user, buf.data() + i * bytes, bytes, 0, 3));
+    }
+  })[0];
+}
+
+// One message of `bytes` from rank 0 to rank 1; returns both ranks' counters.
+std::vector<Counters> one_message(std::size_t bytes) {
+  return run(2, [&](ThreadRank& t) {
+    std::vector<unsigned char> buf(bytes, 0x33);
+    auto& e = t.engine;
+    if (t.world.rank() == 0) e.wait(e.isend(t.world, Channel::user, buf.data(), bytes, 1, 5, false));
+    else e.wait(e.irecv(t.world, Channel::user, buf.data(), bytes, 0, 5));
+  });
+}
+
+// A 1 MiB rendezvous through the chunk copy while the receiver stops draining right after it
+// asked for the data: the sender fills every chunk the pipeline has. Returns the sender's
+// chunks_in_flight_peak.
+std::uint64_t chunks_in_flight() {
+  ScopedEnv copy("RMP_SHM_COPY", "chunks");
+  constexpr std::size_t kBytes = 1 << 20;
+  std::atomic<bool> receiver_held{false}, release{false};
+  return run(2, [&](ThreadRank& t) {
+    std::vector<unsigned char> buf(kBytes, 0x42);
+    auto& e = t.engine;
+    if (t.world.rank() == 0) {
+      auto* r = e.isend(t.world, Channel::user, buf.data(), kBytes, 1, 9, false);
+      wait_for(receiver_held);
+      // Fill the pipeline: it can hold at most its depth, and this message has more chunks.
+      const std::size_t depth = std::clamp<std::size_t>(t.ctx.params().pipeline_depth, 2, 16);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      e.progress_until([&] {
+        return t.ctx.counters().chunks_in_flight_peak >= depth ||
+               std::chrono::steady_clock::now() > give_up;
+      });
+      release.store(true, std::memory_order_release);
+      e.wait(r);
+    } else {
+      auto* r = e.irecv(t.world, Channel::user, buf.data(), kBytes, 0, 9);
+      e.progress_until([&] { return t.ctx.counters().shm_gets_chunks > 0; });
+      receiver_held.store(true, std::memory_order_release);
+      wait_for(release);
+      e.wait(r);
+    }
+  })[0].chunks_in_flight_peak;
+}
+
+// Link figures fixed, so that formulas do not depend on calibration.
+struct FixedLink {
+  ScopedEnv calibrate{"RMP_CALIBRATE", "0"};
+  ScopedEnv bw{"RMP_LINK_BW", "20000000000"};
+  ScopedEnv rtt{"RMP_LINK_RTT_US", "0.5"};
+};
+
+TEST(KnobEffects, EveryKnob_TestedHereOrNamedWithTheReason) {
+  rmp::rt::ParamsInput in;
+  in.transport = "shm";
+  in.limits = rmp::rt::declared_limits("shm");
+  const rmp::rt::ParamSet set = rmp::rt::resolve_params(in);
+  std::vector<std::string> na;
+  for (const rmp::ParamInfo& row : set.rows) {
+    if (row.value == "n/a") {
+      na.push_back(row.name);
+      EXPECT_FALSE(kTested.count(row.name)) << row.name << " is n/a on shm yet tested";
+      continue;
+    }
+    EXPECT_TRUE(kTested.count(row.name) || kNotObservedOnShm.count(row.name))
+        << "knob " << row.name << " applies on shm but no test here shows its effect";
+  }
+  std::string names;
+  for (const auto& n : na) names += " " + n;
+  // Excluded: n/a on shm (rinfo --params --transport shm prints n/a; the knob table says
+  // what they mean on tcp/verbs).
+  std::printf("n/a on shm, excluded:%s\n", names.c_str());
+  for (const auto& [name, why] : kNotObservedOnShm)
+    std::printf("applies on shm, no counter (%s): %s\n", name.c_str(), why.c_str());
+  EXPECT_FALSE(na.empty());
+}
+
+TEST(KnobEffects, EagerThreshold_MovesMessagesBetweenEagerAndRendezvous) {
+  constexpr std::size_t kBytes = 6000;
+  ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
+  {
+    ScopedEnv eager("RMP_EAGER_THRESHOLD", "8192");
+    const Counters c = one_message(kBytes)[0];
+    EXPECT_EQ(c.msgs_eager, 1u);
+    EXPECT_EQ(c.msgs_rndv, 0u);
+  }
+  {
+    ScopedEnv eager("RMP_EAGER_THRESHOLD", "4096");
+    const Counters c = one_message(kBytes)[0];
+    EXPECT_EQ(c.msgs_eager, 0u);
+    EXPECT_EQ(c.msgs_rndv, 1u);
+  }
+}
+
+TEST(KnobEffects, InlineThreshold_MovesMessagesBetweenInlineAndCopy) {
+  constexpr std::size_t kBytes = 100;
+  {
+    ScopedEnv inl("RMP_INLINE_THRESHOLD", "128");
+    const Counters c = one_message(kBytes)[0];
+    EXPECT_EQ(c.msgs_inline, 1u);
+    EXPECT_EQ(c.msgs_eager, 0u);
+  }
+  {
+    ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
+    const Counters c = one_message(kBytes)[0];
+    EXPECT_EQ(c.msgs_inline, 0u);
+    EXPECT_EQ(c.msgs_eager, 1u);
+  }
+}
+
+TEST(KnobEffects, FragmentSize_SetsRendezvousFragmentCount) {
+  ScopedEnv copy("RMP_SHM_COPY", "chunks");
+  for (std::size_t frag : {65536u, 262144u}) {
+    ScopedEnv f("RMP_FRAGMENT_SIZE", std::to_string(frag));
+    const Counters c = one_message(1 << 20)[1];
+    EXPECT_EQ(c.shm_gets_chunks, 1u);
+    EXPECT_EQ(c.rndv_fragments, (1u << 20) / frag) << "fragment_size " << frag;
+  }
+}
+
+// eager_threshold's formula: copy_bw x (link_rtt_us + rndv_setup_us). With the link fixed
+// (rtt 0.5 us), a 12000-byte message is eager at 10 GB/s x 1.5 us = 15000 and rendezvous at
+// 10 GB/s x 0.6 us = 6000 or 4 GB/s x 1.5 us = 6000.
+TEST(KnobEffects, CopyBwAndRndvSetup_MoveTheEagerThresholdThroughItsFormula) {
+  FixedLink link;
+  ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
+  const auto eager_sends = [](const char* copy_bw, const char* setup) {
+    ScopedEnv bw("RMP_COPY_BW", copy_bw);
+    ScopedEnv su("RMP_RNDV_SETUP_US", setup);
+    const Counters c = one_message(12000)[0];
+    EXPECT_EQ(c.msgs_eager + c.msgs_rndv, 1u);
+    return c.msgs_eager;
+  };
+  EXPECT_EQ(eager_sends("10000000000", "1"), 1u);
+  EXPECT_EQ(eager_sends("10000000000", "0.1"), 0u) << "rndv_setup_us";
+  EXPECT_EQ(eager_sends("4000000000", "1"), 0u) << "copy_bw";
+}
+
+// tune=adaptive explores a neighbouring protocol for some messages near the switch point;
+// static never does.
+TEST(KnobEffects, Tune_AdaptiveExplores_StaticDoesNot) {
+  FixedLink link;
+  ScopedEnv eager("RMP_EAGER_THRESHOLD", "16384");
+  const auto explorations = [](const char* mode) {
+    ScopedEnv tune("RMP_TUNE", mode);
+    return run(2, [&](ThreadRank& t) {
+      std::vector<unsigned char> buf(8192, 0x21);
+      auto& e = t.engine;
+      for (int i = 0; i < 128; ++i) {
+        if (t.world.rank() == 0) e.wait(e.isend(t.world, Channel::user, buf.data(), 8192, 1, 4, false));
+        else e.wait(e.irecv(t.world, Channel::user, buf.data(), 8192, 0, 4));
+      }
+    })[0].tune_explorations;
+  };
+  EXPECT_EQ(explorations("static"), 0u);
+  EXPECT_GE(explorations("adaptive"), 1u);
+}
+
+TEST(KnobEffects, PipelineDepth_SetsChunksInFlight) {
+  ScopedEnv frag("RMP_FRAGMENT_SIZE", "65536");  // 16 chunks in the 1 MiB message
+  for (unsigned depth : {2u, 8u}) {
+    ScopedEnv d("RMP_PIPELINE_DEPTH", std::to_string(depth));
+    EXPECT_EQ(chunks_in_flight(), depth) << "pipeline_depth " << depth;
+  }
+}
+
+// On shm the formula inputs reach the transport through pipeline_depth:
+// max(2, link_bw × link_rtt / (fragment_size − header_overhead)), clamped to 16 chunks.
+TEST(KnobEffects, HeaderOverheadAndLinkFigures_ChangeChunksInFlightThroughTheFormula) {
+  FixedLink link;
+  ScopedEnv frag("RMP_FRAGMENT_SIZE", "4160");
+  {
+    // 20e9 × 0.5e-6 = 10000 bytes in flight / 4096 payload bytes → 3 chunks.
+    EXPECT_EQ(chunks_in_flight(), 3u) << "header_overhead 64 (default)";
+  }
+  {
+    ScopedEnv h("RMP_HEADER_OVERHEAD", "3160");  // 1000 payload bytes → 10 chunks
+    EXPECT_EQ(chunks_in_flight(), 10u) << "header_overhead 3160";
+  }
+  {
+    ScopedEnv bw("RMP_LINK_BW", "40000000000");  // 20000 / 4096 → 5
+    EXPECT_EQ(chunks_in_flight(), 5u) << "link_bw 40e9";
+  }
+  {
+    ScopedEnv rtt("RMP_LINK_RTT_US", "1.5");  // 30000 / 4096 → 8
+    EXPECT_EQ(chunks_in_flight(), 8u) << "link_rtt_us 1.5";
+  }
+}
+
+// sq_depth = ring slots per peer (rounded up to a power of two, at least 64): 600 inline
+// messages to a held peer fill 64 slots but not 1024.
+TEST(KnobEffects, SqDepth_RingFullEventsInAFlood) {
+  {
+    ScopedEnv sq("RMP_SQ_DEPTH", "64");
+    EXPECT_GT(flood(600, 8).ring_full, 0u);
+  }
+  {
+    ScopedEnv sq("RMP_SQ_DEPTH", "1024");
+    EXPECT_EQ(flood(600, 8).ring_full, 0u);
+  }
+}
+
+// expected_concurrency sizes sq_depth (× 1.2), and so the ring.
+TEST(KnobEffects, ExpectedConcurrency_RingFullEventsThroughSqDepth) {
+  FixedLink link;
+  {
+    ScopedEnv ec("RMP_EXPECTED_CONCURRENCY", "16");  // sq_depth 20 → 64 slots
+    EXPECT_GT(flood(600, 8).ring_full, 0u);
+  }
+  {
+    ScopedEnv ec("RMP_EXPECTED_CONCURRENCY", "1000");  // sq_depth 1200 → 2048 slots
+    EXPECT_EQ(flood(600, 8).ring_full, 0u);
+  }
+}
+
+// rq_depth = eager credits per peer (rq_depth × eager_threshold bytes): 200 eager messages of
+// 1000 B (1088 credit bytes each) to a held peer exceed 2 × 16384 but not 100 × 16384.
+TEST(KnobEffects, RqDepth_CreditStallsInAFlood) {
+  ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
+  ScopedEnv eager("RMP_EAGER_THRESHOLD", "16384");
+  {
+    ScopedEnv rq("RMP_RQ_DEPTH", "2");
+    const Counters c = flood(200, 1000);
+    EXPECT_GT(c.credit_stalls, 0u);
+    EXPECT_EQ(c.msgs_rndv, c.credit_stalls);
+  }
+  {
+    ScopedEnv rq("RMP_RQ_DEPTH", "100");
+    EXPECT_EQ(flood(200, 1000).credit_stalls, 0u);
+  }
+}
+
+// connect=eager maps every peer at start; lazy on first use.
+TEST(KnobEffects, Connect_EndpointsRightAfterStart) {
+  for (const char* mode : {"eager", "lazy"}) {
+    ScopedEnv connect("RMP_CONNECT", mode);
+    const std::vector<Counters> c = run(4, [](ThreadRank&) {});
+    for (const Counters& r : c) EXPECT_EQ(r.endpoints, mode[0] == 'e' ? 3u : 0u) << mode;
+  }
+}
+
+// A waiting call that finds nothing to do: wait_mode=poll never gives the core away;
+// yield with spin_us=0 yields at every clock check (each 16th idle call).
+std::uint64_t yields_in(std::size_t idle_calls, double* elapsed_us = nullptr) {
+  std::uint64_t yields = 0;
+  run_thread_ranks(1, [&](ThreadRank& t) {
+    rmp::rt::Context::Idle idle(t.ctx);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < idle_calls; ++i) idle();
+    if (elapsed_us)
+      *elapsed_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                        .count();
+    yields = t.ctx.counters().idle_yields;
+  });
+  return yields;
+}
+
+TEST(KnobEffects, WaitMode_PollNeverYields_YieldDoes) {
+  ScopedEnv spin("RMP_SPIN_US", "0");
+  {
+    ScopedEnv mode("RMP_WAIT_MODE", "poll");
+    EXPECT_EQ(yields_in(160), 0u);
+  }
+  {
+    ScopedEnv mode("RMP_WAIT_MODE", "yield");
+    // The clock is first read at the 16th idle call; spin_us=0 has passed then, and from
+    // there on every idle call gives the core away: calls 16 … 160.
+    EXPECT_EQ(yields_in(160), 145u);
+  }
+}
+
+TEST(KnobEffects, SpinUs_NoYieldBeforeItHasPassed) {
+  ScopedEnv mode("RMP_WAIT_MODE", "yield");
+  ScopedEnv spin("RMP_SPIN_US", "1000000");
+  double elapsed_us = 0;
+  const std::uint64_t yields = yields_in(160, &elapsed_us);
+  if (elapsed_us >= 1e6)
+    GTEST_SKIP() << "160 idle calls took " << elapsed_us << " us (a descheduled thread): "
+                 << "spin_us=1e6 had passed, so yields are allowed";
+  EXPECT_EQ(yields, 0u);
+}
+
+}  // namespace
