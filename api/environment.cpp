@@ -114,7 +114,7 @@ Environment::~Environment() {
     // Deliver what is still in flight (detached requests included), bounded in time.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     e.progress_until([&] {
-      return e.outstanding_sends() == 0 || std::chrono::steady_clock::now() > deadline;
+      return e.drained() || std::chrono::steady_clock::now() > deadline;
     });
     if (e.outstanding_sends() != 0)
       rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +

@@ -186,6 +186,13 @@ public:
     Lock g(*this);
     return outstanding_sends_;
   }
+  // No send in flight and no message (data or control: a rendezvous FIN, a credit return)
+  // waiting for room in a transport: what a rank must reach before it stops progressing,
+  // or a peer may wait forever for a FIN this rank still holds.
+  bool drained() {
+    Lock g(*this);
+    return outstanding_sends_ == 0 && pending_peers_.empty();
+  }
 
   void on_am(int peer, rt::AmId id, std::span<const std::byte> header,
              std::span<const std::byte> payload) override;

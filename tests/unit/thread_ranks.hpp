@@ -36,8 +36,9 @@ inline void run_thread_ranks(int n, const std::function<void(ThreadRank&)>& fn) 
         detail::CommImpl world(engine, 0, r, n);
         ThreadRank tr{ctx, engine, world};
         fn(tr);
-        // Finalize: drain sends, then a barrier through bootstrap (no further traffic).
-        engine.progress_until([&] { return engine.outstanding_sends() == 0; });
+        // Finalize: drain sends and queued messages, then a barrier through bootstrap (no
+        // further traffic).
+        engine.progress_until([&] { return engine.drained(); });
         ctx.bootstrap().fence(std::chrono::seconds(60));
       } catch (...) {
         std::lock_guard<std::mutex> g(m);
