@@ -113,9 +113,10 @@ std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::siz
 double spin_us_formula(double link_rtt_us);
 // The size where rendezvous starts to pay: its extra handshake (RTS out, FIN back: one round
 // trip, plus the cost of setting up the get) against the extra copy eager makes (the payload
-// goes through a bounce buffer: size / copy_bw). Equal at
-//   eager_threshold = copy_bw × (link_rtt_us + rndv_setup_us) × 1e-6   (bytes)
-std::size_t eager_threshold_formula(double copy_bw_Bps, double link_rtt_us, double rndv_setup_us);
+// goes through a buffer both cores touch: size / link_bw, the copy speed between the cores).
+// Equal at
+//   eager_threshold = link_bw × (link_rtt_us + rndv_setup_us) × 1e-6   (bytes)
+std::size_t eager_threshold_formula(double link_bw_Bps, double link_rtt_us, double rndv_setup_us);
 
 // Names of every knob (for the launcher's --param validation and rinfo).
 std::vector<std::string_view> knob_names();

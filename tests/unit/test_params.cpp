@@ -134,7 +134,7 @@ TEST(ParamsResolve, GlobalDefaults_DeriveQueuesFromFormulas) {
   EXPECT_DOUBLE_EQ(p.spin_us, 4.0);
   EXPECT_DOUBLE_EQ(p.max_rtt_ms, 0.008);
   EXPECT_EQ(p.wait_mode, WaitMode::poll);
-  EXPECT_EQ(p.eager_threshold, 30000u);  // 10e9 B/s x (2 + 1) us
+  EXPECT_EQ(p.eager_threshold, 37500u);  // link_bw 12.5e9 B/s x (2 + 1) us
   EXPECT_EQ(p.fragment_size, 131072u);
   EXPECT_EQ(p.lanes, 1u);
   EXPECT_TRUE(p.srq);
@@ -158,7 +158,7 @@ TEST(ParamsResolve, Shm_UsesDeclaredShmLinkFigures) {
   EXPECT_EQ(row(set, "link_rtt_us").value, "0.5");
   EXPECT_EQ(row(set, "link_bw").source, "default");
   EXPECT_DOUBLE_EQ(set.values.rndv_setup_us, 1.0);
-  EXPECT_EQ(set.values.eager_threshold, 15000u);  // 10e9 x (0.5 + 1.0) us
+  EXPECT_EQ(set.values.eager_threshold, 30000u);  // link_bw 20e9 x (0.5 + 1.0) us
 }
 
 TEST(ParamsResolve, PipelineDepth_FromLinkFiguresAndFragment) {
@@ -342,7 +342,7 @@ TEST(ParamsPrecedence, EagerThreshold_FromCalibratedFigures_ClampedExplicitWins)
   in.calibrated = LinkFigures{.bw_Bps = 30e9, .rtt_us = 0.4, .copy_bw_Bps = 25e9,
                               .rndv_setup_us = 1.2};
   ParamSet set = resolve_params(in);
-  EXPECT_EQ(set.values.eager_threshold, 40000u);  // 25e9 x 1.6e-6
+  EXPECT_EQ(set.values.eager_threshold, 48000u);  // link_bw 30e9 x 1.6e-6
   EXPECT_EQ(row(set, "eager_threshold").source, "formula");
   EXPECT_EQ(row(set, "rndv_setup_us").source, "calibrated");
   EXPECT_EQ(row(set, "copy_bw").source, "calibrated");
