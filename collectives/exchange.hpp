@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "collectives/collectives.hpp"
+#include "runtime/copy.hpp"
 
 namespace rmp::coll {
 
@@ -141,8 +143,16 @@ inline std::byte* at(void* p, std::size_t off) { return static_cast<std::byte*>(
 inline const std::byte* at(const void* p, std::size_t off) {
   return static_cast<const std::byte*>(p) + off;
 }
+// Overlapping ranges (in-place shuffles) take memmove; the rest the runtime's bulk copy,
+// which avoids glibc's slow `rep movsb` case between page-aligned chunks and user buffers.
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
-  if (n && dst != src) std::memmove(dst, src, n);
+  if (!n || dst == src) return;
+  const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
+  if (d < s + n && s < d + n) {
+    std::memmove(dst, src, n);
+  } else {
+    rt::copy_bytes(dst, src, n);
+  }
 }
 
 // Scratch memory of one call: small sizes live on the stack, so the latency path of a small

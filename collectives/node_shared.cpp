@@ -1,11 +1,16 @@
 #include "collectives/node_shared.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "collectives/reduce_ops.hpp"
+#include "runtime/copy.hpp"
+#include "runtime/measured_choice.hpp"
 #include "runtime/node_segment.hpp"
 
 namespace rmp::coll {
@@ -49,13 +54,32 @@ std::size_t chunk_count(const rt::Params& p) {
 //    holds its share of the result (allreduce), 3 = it is done reading round R's chunks.
 //    Before writing its chunk for round R a rank waits until everyone is done with round
 //    R − D, the last one that used it.
+//
+// Stores into chunks. A chunk written with ordinary stores stays in the writer's cache, and
+// the readers pull it from there line by line; when the two cores sit far apart (this VM's
+// vCPUs change placement every few tens of seconds) that traffic collapses to 4-5 GB/s, and
+// the writer's next stores into the same lines must first take them back from the readers.
+// Streaming stores send the lines to memory instead: slower when the cores are near (a
+// 1 MiB bcast between two ranks: 33 us cached, 65-100 us streaming), much faster when they
+// are far (200-290 us cached). So each rank chooses per collective and size class from the
+// times its own calls took (runtime/measured_choice.hpp); RMP_COLL_STORE forces one. The
+// choice is local: readers do not care how a chunk was written.
 class NodeShared {
 public:
-  NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks)
+  enum class Use : std::uint8_t { allreduce, bcast, allgather, alltoall };
+  static constexpr int kCached = 0, kStreaming = 1;
+  using Clock = std::chrono::steady_clock;
+
+  NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks,
+             unsigned store_modes)
       : seg_(std::move(seg)),
         chunk_(chunk),
         nchunks_(nchunks),
-        stride_(kSmallStride + nchunks * chunk) {}
+        stride_(kSmallStride + nchunks * chunk) {
+    // A burst of 2 calls in 64 re-measures the other kind of store: its first call pays
+    // for lines the last one left in the wrong place, the second shows its speed.
+    for (auto& c : store_choice_) c = StoreChoice(store_modes, {.period = 64, .burst = 2});
+  }
 
   static std::size_t bytes_for(int ranks, std::size_t chunk, std::size_t nchunks) {
     return static_cast<std::size_t>(ranks) * (kSmallStride + nchunks * chunk);
@@ -105,6 +129,36 @@ public:
     if (round > nchunks_) wait_mark(c, mark(round - nchunks_, 3));
   }
 
+  // One call of a chunked path that moves `bytes`: picks the kind of store for put() and
+  // records how long the call took.
+  class Call {
+  public:
+    Call(NodeShared& ns, Use use, std::size_t bytes) : ns_(ns), use_(use), bytes_(bytes) {
+      ns_.store_mode_ = ns_.choice(use_).choose(bytes_);
+      t0_ = Clock::now();
+    }
+    ~Call() {
+      const double s = std::chrono::duration<double>(Clock::now() - t0_).count();
+      ns_.choice(use_).record(ns_.store_mode_, bytes_, s);
+    }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+
+  private:
+    NodeShared& ns_;
+    Use use_;
+    std::size_t bytes_;
+    Clock::time_point t0_;
+  };
+  // A copy into one of this rank's chunks (within a Call).
+  void put(void* chunk, const void* src, std::size_t n) const {
+    if (store_mode_ == kStreaming) {
+      rt::copy_streaming(chunk, src, n);
+    } else {
+      copy_bytes(chunk, src, n);
+    }
+  }
+
 private:
   std::byte* base(int rank) { return seg_->data() + static_cast<std::size_t>(rank) * stride_; }
   FlagLine& line(int rank, std::size_t i) { return reinterpret_cast<FlagLine*>(base(rank))[i]; }
@@ -118,9 +172,14 @@ private:
     c.engine().progress_until(done);
   }
 
+  using StoreChoice = rt::MeasuredChoice<2>;
+  StoreChoice& choice(Use u) { return store_choice_[static_cast<std::size_t>(u)]; }
+
   std::unique_ptr<rt::NodeSegment> seg_;
   std::size_t chunk_, nchunks_, stride_;
   std::uint64_t gen_ = 0, round_ = 0;
+  std::array<StoreChoice, 4> store_choice_;
+  int store_mode_ = kCached;
 };
 
 NodeShared* node_shared(const CommImpl& c) {
@@ -160,7 +219,11 @@ NodeShared* node_shared(const CommImpl& c) {
       throw Error(Errc::transport, "collectives: rank 0 could not create the node segment " + key);
     seg = rt::NodeSegment::open(ctx, key, c.size());
   }
-  auto ns = std::make_shared<NodeShared>(std::move(seg), chunk, nchunks);
+  const rt::CollStore store = ctx.settings().coll_store;
+  const unsigned store_modes = store == rt::CollStore::cached      ? 1u << NodeShared::kCached
+                               : store == rt::CollStore::streaming ? 1u << NodeShared::kStreaming
+                                                                   : 0b11u;
+  auto ns = std::make_shared<NodeShared>(std::move(seg), chunk, nchunks, store_modes);
   state = ns;
   return ns.get();
 }
@@ -175,7 +238,7 @@ void small_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* ou
   const std::size_t bytes = count * esize;
   const bool inl = bytes <= kInline;
   auto slot = [&](int r) -> std::byte* { return inl ? ns.flag(r, g).data : ns.block(r, g); };
-  if (bytes) std::memcpy(slot(c.rank()), in ? in : out, bytes);
+  if (bytes) copy_bytes(slot(c.rank()), in ? in : out, bytes);
   ns.arrive_and_wait(c, g);
   // Every rank reduces all contributions in rank order: the same bits everywhere.
   if (bytes) {
@@ -193,6 +256,7 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   // its chunk; rank q reduces slice q of all chunks in rank order (each element is combined
   // at one rank only, so every rank gets the same bits) and leaves the result in its chunk;
   // everyone copies the results out.
+  NodeShared::Call call(ns, NodeShared::Use::allreduce, count * esize);
   const int n = c.size(), r = c.rank();
   const std::size_t per = ns.chunk() / esize;
   const std::byte* src = static_cast<const std::byte*>(in ? in : out);
@@ -207,8 +271,8 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
     ns.wait_chunk_free(c, round);
     // Our own slice only we read: from the input directly, unless in place (where the
     // result written into `out` below would overwrite it before it is read).
-    std::memcpy(chunk, from, in ? mine_at : off(r + 1));
-    std::memcpy(chunk + off(r + 1), from + off(r + 1), off(n) - off(r + 1));
+    ns.put(chunk, from, in ? mine_at : off(r + 1));
+    ns.put(chunk + off(r + 1), from + off(r + 1), off(n) - off(r + 1));
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
     if (mine_len) {
@@ -218,13 +282,13 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
       std::byte* acc = dst + first * esize + mine_at;
       reduce_into(op, t, part(0), part(1), acc, mine_len / esize);
       for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, mine_len / esize);
-      std::memcpy(chunk + mine_at, acc, mine_len);
+      ns.put(chunk + mine_at, acc, mine_len);
     }
     ns.set_mark(c, NodeShared::mark(round, 2));
     ns.wait_mark(c, NodeShared::mark(round, 2));
     for (int q = 0; q < n; ++q)
       if (q != r)
-        std::memcpy(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q),
+        copy_bytes(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q),
                     off(q + 1) - off(q));
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
@@ -233,16 +297,18 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
 void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {
   // The root copies each round into its chunk; the others copy it out, up to D rounds behind.
   const bool is_root = c.rank() == root;
+  std::optional<NodeShared::Call> call;  // only the root stores into chunks
+  if (is_root) call.emplace(ns, NodeShared::Use::bcast, bytes);
   for (std::size_t first = 0; first < bytes; first += ns.chunk()) {
     const std::size_t len = std::min(ns.chunk(), bytes - first);
     const std::uint64_t round = ns.next_round();
     std::byte* chunk = ns.chunk_of(root, round);
     if (is_root) {
       ns.wait_chunk_free(c, round);
-      std::memcpy(chunk, at(buf, first), len);
+      ns.put(chunk, at(buf, first), len);
     } else {
       ns.wait_mark(c, NodeShared::mark(round, 1), root);
-      std::memcpy(at(buf, first), chunk, len);
+      copy_bytes(at(buf, first), chunk, len);
     }
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
@@ -253,20 +319,21 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   const int n = c.size(), r = c.rank();
   const void* mine = in ? in : at(out, l.offset(r));
   if (in) copy_bytes(at(out, l.offset(r)), in, l.size(r));
-  std::size_t longest = 0;
-  for (int q = 0; q < n; ++q) longest = std::max(longest, l.size(q));
+  std::size_t longest = 0, total = 0;
+  for (int q = 0; q < n; ++q) longest = std::max(longest, l.size(q)), total += l.size(q);
+  NodeShared::Call call(ns, NodeShared::Use::allgather, total);
   auto piece = [&](int q, std::size_t first) {
     return l.size(q) > first ? std::min(ns.chunk(), l.size(q) - first) : 0;
   };
   for (std::size_t first = 0; first < longest; first += ns.chunk()) {
     const std::uint64_t round = ns.next_round();
     ns.wait_chunk_free(c, round);
-    if (piece(r, first)) std::memcpy(ns.chunk_of(r, round), at(mine, first), piece(r, first));
+    if (piece(r, first)) ns.put(ns.chunk_of(r, round), at(mine, first), piece(r, first));
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
     for (int q = 0; q < n; ++q)
       if (q != r && piece(q, first))
-        std::memcpy(at(out, l.offset(q) + first), ns.chunk_of(q, round), piece(q, first));
+        copy_bytes(at(out, l.offset(q) + first), ns.chunk_of(q, round), piece(q, first));
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
 }
@@ -286,6 +353,7 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
   const int n = c.size(), r = c.rank();
   const auto un = static_cast<std::size_t>(n);
   const std::size_t s = ns.chunk() / un / kLine * kLine;
+  NodeShared::Call call(ns, NodeShared::Use::alltoall, bytes * un);
   if (in) copy_bytes(at(out, r * bytes), at(in, r * bytes), bytes);
   const void* src = in ? in : out;
   for (std::size_t first = 0; first < bytes; first += s) {
@@ -294,11 +362,11 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
     std::byte* chunk = ns.chunk_of(r, round);
     ns.wait_chunk_free(c, round);
     for (int q = 0; q < n; ++q)
-      if (q != r) std::memcpy(chunk + q * s, at(src, q * bytes + first), len);
+      if (q != r) ns.put(chunk + q * s, at(src, q * bytes + first), len);
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
     for (int q = 0; q < n; ++q)
-      if (q != r) std::memcpy(at(out, q * bytes + first), ns.chunk_of(q, round) + r * s, len);
+      if (q != r) copy_bytes(at(out, q * bytes + first), ns.chunk_of(q, round) + r * s, len);
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
 }

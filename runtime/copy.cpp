@@ -39,11 +39,46 @@ __attribute__((target("avx2"))) void copy_avx2(std::byte* d, const std::byte* s,
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(last), tail);
 }
 
+// Streaming stores: the destination lines go to memory without being read for ownership
+// and leave every cache, so a consumer on another core reads them from memory instead of
+// pulling them line by line out of this core's cache.
+__attribute__((target("avx2"))) void stream_avx2(std::byte* d, const std::byte* s,
+                                                 std::size_t n) {
+  const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+  const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + n - 32));
+  std::byte* const first = d;
+  std::byte* const last = d + n - 32;
+  const std::size_t skip = 32 - (reinterpret_cast<std::uintptr_t>(d) & 31);
+  d += skip;
+  s += skip;
+  n -= skip;
+  for (; n >= 128; d += 128, s += 128, n -= 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 64));
+    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 96), e);
+  }
+  for (; n >= 32; d += 32, s += 32, n -= 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+  _mm_sfence();
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(first), head);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(last), tail);
+}
+
 using CopyFn = void (*)(std::byte*, const std::byte*, std::size_t);
 const CopyFn kCopy = [] {
   __builtin_cpu_init();
   // Without AVX2 (older than every machine this is tuned on) glibc's memcpy it is.
   return __builtin_cpu_supports("avx2") ? &copy_avx2 : CopyFn{};
+}();
+const CopyFn kStream = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") ? &stream_avx2 : CopyFn{};
 }();
 #endif
 
@@ -57,6 +92,16 @@ void copy_large(void* dst, const void* src, std::size_t n) {
   }
 #endif
   std::memcpy(dst, src, n);
+}
+
+void copy_streaming(void* dst, const void* src, std::size_t n) {
+#if defined(__x86_64__)
+  if (kStream && n >= 2048) {
+    kStream(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+    return;
+  }
+#endif
+  copy_bytes(dst, src, n);
 }
 
 }  // namespace rmp::rt

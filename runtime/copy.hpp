@@ -14,6 +14,10 @@ namespace rmp::rt {
 
 void copy_large(void* dst, const void* src, std::size_t n);
 
+// A copy whose destination another core reads next: streaming (non-temporal) stores, ordered
+// before anything the caller stores afterwards (no overlap).
+void copy_streaming(void* dst, const void* src, std::size_t n);
+
 // memcpy for the data paths (no overlap).
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   if (n < 2048) {

@@ -730,7 +730,8 @@ constexpr std::string_view kOtherVariables[] = {"RMP_TRANSPORTS", "RMP_PROFILE",
                                                 "RMP_NODE_ID",    "RMP_KVS",
                                                 "RMP_JOB_TOKEN",  "RMP_JOB_ID",
                                                 "RMP_CLI_PARAMS", "RMP_PRINT_PARAMS",
-                                                "RMP_STATS",      "RMP_LOG"};
+                                                "RMP_STATS",      "RMP_LOG",
+                                                "RMP_COLL_STORE"};
 constexpr std::string_view kCollectives[] = {"BARRIER",        "BCAST",
                                              "REDUCE",         "ALLREDUCE",
                                              "GATHER",         "GATHERV",
@@ -964,11 +965,13 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   };
   static constexpr std::string_view kZeroOne[] = {"0", "1"};
   static constexpr std::string_view kShmCopy[] = {"auto", "single", "chunks", "split"};
+  static constexpr std::string_view kCollStore[] = {"auto", "cached", "streaming"};
   static constexpr std::string_view kLog[] = {"off", "warn", "info", "debug"};
 
   EnvSettings s;
   s.shm_cma = word("RMP_SHM_CMA", kZeroOne, 1) == 1;
   s.shm_copy = static_cast<ShmCopy>(word("RMP_SHM_COPY", kShmCopy, 0));
+  s.coll_store = static_cast<CollStore>(word("RMP_COLL_STORE", kCollStore, 0));
   s.calibrate = word("RMP_CALIBRATE", kZeroOne, 1) == 1;
   s.log_level = static_cast<LogLevel>(word("RMP_LOG", kLog, 1));
   s.progress_thread = word("RMP_PROGRESS_THREAD", kZeroOne, 0) == 1;

@@ -144,11 +144,13 @@ TransportLimits declared_limits(std::string_view transport);
 // ---- Non-knob environment settings --------------------------------------------------------
 
 enum class ShmCopy : std::uint8_t { auto_, single, chunks, split };
+enum class CollStore : std::uint8_t { auto_, cached, streaming };
 enum class LogLevel : std::uint8_t { off, warn, info, debug };
 
 struct EnvSettings {
   bool shm_cma = true;                  // RMP_SHM_CMA=0|1
   ShmCopy shm_copy = ShmCopy::auto_;    // RMP_SHM_COPY=auto|single|chunks|split
+  CollStore coll_store = CollStore::auto_;  // RMP_COLL_STORE=auto|cached|streaming
   bool calibrate = true;                // RMP_CALIBRATE=0|1
   LogLevel log_level = LogLevel::warn;  // RMP_LOG=off|warn|info|debug
   bool progress_thread = false;         // RMP_PROGRESS_THREAD=0|1

@@ -1,5 +1,6 @@
-// copy_bytes (the data paths' memcpy without glibc's rep-movsb cliff) and the shm copy
-// chooser (which mechanism serves a rendezvous get, from measured throughput).
+// copy_bytes (the data paths' memcpy without glibc's rep-movsb cliff), copy_streaming (the
+// same with non-temporal stores) and the shm copy chooser (which mechanism serves a
+// rendezvous get, from measured throughput).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -18,7 +19,9 @@ namespace {
 // Copies n bytes between every pair of source and destination offsets that matter to a
 // vector copy (aligned, a few bytes off, one short of a vector) and checks every byte of the
 // destination, including guard bytes on both sides that must stay untouched.
-void check_copy(std::size_t n) {
+using CopyFn = void (*)(void*, const void*, std::size_t);
+
+void check_copy(std::size_t n, CopyFn copy = copy_bytes) {
   const std::size_t offsets[] = {0, 1, 3, 15, 16, 17, 31, 32, 33, 63};
   std::vector<std::byte> src(n + 128), dst(n + 256);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + 7);
@@ -26,7 +29,7 @@ void check_copy(std::size_t n) {
     for (std::size_t d : offsets) {
       const std::size_t doff = d + 64;  // room for the guard before
       std::fill(dst.begin(), dst.end(), std::byte{0xEE});
-      copy_bytes(dst.data() + doff, src.data() + so, n);
+      copy(dst.data() + doff, src.data() + so, n);
       for (std::size_t i = 0; i < dst.size(); ++i) {
         const bool inside = i >= doff && i < doff + n;
         const std::byte want = inside ? src[so + i - doff] : std::byte{0xEE};
@@ -43,6 +46,13 @@ TEST(CopyBytes, EverySizeUpToFourKiB) {
 TEST(CopyBytes, ThresholdEdgesAndLarge) {
   for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
     check_copy(n);
+}
+
+TEST(CopyStreaming, SizesOffsetsAndLarge) {
+  for (std::size_t n = 0; n <= 4200; n += (n < 300 ? 7 : 37))
+    check_copy(n, rmp::rt::copy_streaming);
+  for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
+    check_copy(n, rmp::rt::copy_streaming);
 }
 
 // Throughput the fake clock reports for each mechanism.

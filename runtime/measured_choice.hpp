@@ -1,0 +1,100 @@
+// A choice among a few interchangeable mechanisms (how a rendezvous get copies, how a
+// collective stores into shared chunks), made from measurement because on this project's
+// machines the answer changes at run time: with the two cores near each other a mechanism
+// that moves cache lines from core to core wins by 2-3x; with them far apart the same line
+// traffic collapses it and another mechanism wins. Per power-of-two size class it keeps a
+// moving average of the throughput each enabled mechanism achieved, uses the fastest, and
+// now and then re-measures the others in a short burst.
+// Pure: fed sizes and durations, it never reads a clock (unit tests drive it with synthetic
+// rates: tests/unit/test_copy.cpp).
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace rmp::rt {
+
+template <int N>
+class MeasuredChoice {
+public:
+  static constexpr int kModes = N;
+
+  // How often the mechanisms not in use are re-measured: a burst of `burst` uses in every
+  // `period`. A pipelined mechanism needs a burst of several (it is only as fast as it looks
+  // when the use before it was the same mechanism); exploring more often costs more when the
+  // explored mechanism is much slower.
+  struct Pace {
+    std::uint64_t period = 64;
+    int burst = 4;
+  };
+
+  // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
+  explicit MeasuredChoice(unsigned enabled = (1u << N) - 1, Pace pace = {})
+      : enabled_(enabled), pace_(pace) {}
+
+  // Which mode serves a use of `bytes`.
+  int choose(std::size_t bytes) {
+    Bucket& b = bucket(bytes);
+    ++b.uses;
+    if (b.explore_left > 0) {
+      --b.explore_left;
+      return b.explore_mode;
+    }
+    int best = -1;
+    for (int m = 0; m < N; ++m) {
+      if (!enabled(m)) continue;
+      if (b.samples[m] < kWarmup) return m;
+      if (best < 0 || b.rate[m] > b.rate[best]) best = m;
+    }
+    if (N > 1 && b.uses % pace_.period == 0) {
+      // Re-measure one of the others, each in turn.
+      const auto turn = static_cast<int>(b.uses / pace_.period % (N - 1));
+      for (int k = 0, seen = 0; k < N - 1; ++k) {
+        const int m = (best + 1 + (turn + k) % (N - 1)) % N;
+        if (enabled(m) && seen++ == 0) {
+          b.explore_mode = m;
+          b.explore_left = pace_.burst - 1;
+          return m;
+        }
+      }
+    }
+    return best;
+  }
+
+  // A use of `bytes` by `mode` took `seconds`.
+  void record(int mode, std::size_t bytes, double seconds) {
+    if (seconds <= 0) return;
+    Bucket& b = bucket(bytes);
+    const double rate = static_cast<double>(bytes) / seconds;
+    b.rate[mode] = b.samples[mode] == 0 ? rate : b.rate[mode] + kWeight * (rate - b.rate[mode]);
+    ++b.samples[mode];
+  }
+
+  // Moving average of the bytes per second `mode` achieved at this size (0: not measured).
+  double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
+
+private:
+  static constexpr std::uint32_t kWarmup = 2;  // samples of each before choosing
+  static constexpr double kWeight = 0.25;      // moving-average weight of a new sample
+
+  struct Bucket {
+    std::array<double, N> rate{};
+    std::array<std::uint32_t, N> samples{};
+    std::uint64_t uses = 0;
+    int explore_left = 0;
+    int explore_mode = 0;
+  };
+  bool enabled(int m) const { return (enabled_ >> m & 1) != 0; }
+  Bucket& bucket(std::size_t bytes) {
+    const auto i = static_cast<std::size_t>(std::bit_width(bytes | 1));
+    return buckets_[i < buckets_.size() ? i : buckets_.size() - 1];
+  }
+
+  unsigned enabled_;
+  Pace pace_;
+  std::array<Bucket, 48> buckets_{};
+};
+
+}  // namespace rmp::rt
