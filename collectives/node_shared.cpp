@@ -27,9 +27,9 @@ struct alignas(kLine) FlagLine {
 };
 static_assert(sizeof(FlagLine) == kLine);
 // Small area per rank: two flag lines (one per call parity), the round line of the chunked
-// paths, then two data blocks.
+// paths, a decision line (rank 0's: the kind of store, see Call), then two data blocks.
 constexpr std::size_t kSmallStride = 4096 + 2 * kMaxBytes;
-static_assert(3 * sizeof(FlagLine) <= 4096);
+static_assert(4 * sizeof(FlagLine) <= 4096);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -130,14 +130,31 @@ public:
   }
 
   // One call of a chunked path that moves `bytes`: picks the kind of store for put() and
-  // records how long the call took.
+  // records how long the call took. Only the root stores into chunks in a bcast, so it
+  // chooses alone. In the others every rank stores and every rank's time depends on how the
+  // others stored, so ranks choosing each for itself can settle where none gains by changing
+  // alone although all would gain by changing together: rank 0 chooses from its times and
+  // publishes the choice in its decision line, which the others read when their call starts
+  // (one that starts before rank 0 published keeps the previous choice: mixed kinds of
+  // stores are correct, only slower).
   class Call {
   public:
-    Call(NodeShared& ns, Use use, std::size_t bytes) : ns_(ns), use_(use), bytes_(bytes) {
-      ns_.store_mode_ = ns_.choice(use_).choose(bytes_);
-      t0_ = Clock::now();
+    Call(NodeShared& ns, const CommImpl& c, Use use, std::size_t bytes)
+        : ns_(ns), use_(use), bytes_(bytes), chooses_(use == Use::bcast || c.rank() == 0) {
+      if (chooses_) {
+        ns_.store_mode_ = ns_.choice(use_).choose(bytes_);
+        if (use != Use::bcast)
+          ns_.decision_line().store(static_cast<std::uint64_t>(ns_.store_mode_),
+                                    std::memory_order_relaxed);
+        t0_ = Clock::now();
+      } else {
+        ns_.store_mode_ =
+            ns_.decision_line().load(std::memory_order_relaxed) == kStreaming ? kStreaming
+                                                                               : kCached;
+      }
     }
     ~Call() {
+      if (!chooses_) return;
       const double s = std::chrono::duration<double>(Clock::now() - t0_).count();
       ns_.choice(use_).record(ns_.store_mode_, bytes_, s);
     }
@@ -148,7 +165,8 @@ public:
     NodeShared& ns_;
     Use use_;
     std::size_t bytes_;
-    Clock::time_point t0_;
+    bool chooses_;
+    Clock::time_point t0_{};
   };
   // A copy into one of this rank's chunks (within a Call).
   void put(void* chunk, const void* src, std::size_t n) const {
@@ -163,6 +181,7 @@ private:
   std::byte* base(int rank) { return seg_->data() + static_cast<std::size_t>(rank) * stride_; }
   FlagLine& line(int rank, std::size_t i) { return reinterpret_cast<FlagLine*>(base(rank))[i]; }
   std::atomic<std::uint64_t>& round_line(int rank) { return line(rank, 2).gen; }
+  std::atomic<std::uint64_t>& decision_line() { return line(0, 3).gen; }  // rank 0's
 
   // Progress keeps running while we wait: a peer may need this rank's rendezvous data to get
   // here.
@@ -256,7 +275,7 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   // its chunk; rank q reduces slice q of all chunks in rank order (each element is combined
   // at one rank only, so every rank gets the same bits) and leaves the result in its chunk;
   // everyone copies the results out.
-  NodeShared::Call call(ns, NodeShared::Use::allreduce, count * esize);
+  NodeShared::Call call(ns, c, NodeShared::Use::allreduce, count * esize);
   const int n = c.size(), r = c.rank();
   const std::size_t per = ns.chunk() / esize;
   const std::byte* src = static_cast<const std::byte*>(in ? in : out);
@@ -298,7 +317,7 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
   // The root copies each round into its chunk; the others copy it out, up to D rounds behind.
   const bool is_root = c.rank() == root;
   std::optional<NodeShared::Call> call;  // only the root stores into chunks
-  if (is_root) call.emplace(ns, NodeShared::Use::bcast, bytes);
+  if (is_root) call.emplace(ns, c, NodeShared::Use::bcast, bytes);
   for (std::size_t first = 0; first < bytes; first += ns.chunk()) {
     const std::size_t len = std::min(ns.chunk(), bytes - first);
     const std::uint64_t round = ns.next_round();
@@ -321,7 +340,7 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   if (in) copy_bytes(at(out, l.offset(r)), in, l.size(r));
   std::size_t longest = 0, total = 0;
   for (int q = 0; q < n; ++q) longest = std::max(longest, l.size(q)), total += l.size(q);
-  NodeShared::Call call(ns, NodeShared::Use::allgather, total);
+  NodeShared::Call call(ns, c, NodeShared::Use::allgather, total);
   auto piece = [&](int q, std::size_t first) {
     return l.size(q) > first ? std::min(ns.chunk(), l.size(q) - first) : 0;
   };
@@ -353,7 +372,7 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
   const int n = c.size(), r = c.rank();
   const auto un = static_cast<std::size_t>(n);
   const std::size_t s = ns.chunk() / un / kLine * kLine;
-  NodeShared::Call call(ns, NodeShared::Use::alltoall, bytes * un);
+  NodeShared::Call call(ns, c, NodeShared::Use::alltoall, bytes * un);
   if (in) copy_bytes(at(out, r * bytes), at(in, r * bytes), bytes);
   const void* src = in ? in : out;
   for (std::size_t first = 0; first < bytes; first += s) {
