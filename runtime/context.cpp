@@ -209,6 +209,20 @@ void Context::Idle::operator()() {
   ++c_.counters().idle_yields;
 }
 
+void Context::Idle::keep_core() {
+  using Clock = std::chrono::steady_clock;
+  if (idle_++ == 0) {
+    since_ = Clock::now();
+    return;
+  }
+  if ((idle_ & 15) != 0 || Clock::now() - since_ < std::chrono::duration<double, std::micro>(
+                                                       kKeepCore * c_.params().spin_us)) {
+    cpu_relax();
+    return;
+  }
+  (*this)();
+}
+
 void Context::report_stats() const {
   if (stats_path_.empty()) {
     const std::string s = format_stats_text(counters_, rank());

@@ -65,6 +65,16 @@ public:
     explicit Idle(Context& c) : c_(c) {}
     void operator()();
     void reset() { idle_ = 0, spun_ = false; }
+    // Whether operator() gives the core away once spin_us has passed (wait mode yield or
+    // block, as when ranks outnumber cores).
+    bool yields() const { return c_.params().wait_mode != WaitMode::poll; }
+    // Instead of operator(), when the caller knows that the ranks it waits for are running on
+    // other cores right now: keeps the core and polls, up to kKeepCore × spin_us since the
+    // wait began, then behaves as operator(). Giving the core away would only hand it to a
+    // rank that is itself waiting, and each such switch between processes costs ~2 us on
+    // this project's VMs.
+    void keep_core();
+    static constexpr double kKeepCore = 20;
 
   private:
     Context& c_;

@@ -12,38 +12,22 @@ namespace {
 #if defined(__x86_64__)
 // Copies n ≥ 64 bytes: one unaligned head and tail vector (loaded first, stored last,
 // covering whatever the aligned loop leaves at either end), aligned stores in between.
-__attribute__((target("avx2"))) void copy_avx2(std::byte* d, const std::byte* s,
-                                               std::size_t n) {
-  const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
-  const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + n - 32));
-  std::byte* const first = d;
-  std::byte* const last = d + n - 32;
-  const std::size_t skip = 32 - (reinterpret_cast<std::uintptr_t>(d) & 31);
-  d += skip;
-  s += skip;
-  n -= skip;
-  for (; n >= 128; d += 128, s += 128, n -= 128) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 64));
-    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 96));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(d), a);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(d + 32), b);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(d + 64), c);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(d + 96), e);
+// Streaming: the aligned stores are non-temporal — the destination lines go to memory
+// without being read for ownership and leave every cache, so a consumer on another core
+// reads them from memory instead of pulling them line by line out of this core's cache —
+// fenced before the head and tail (and whatever the caller stores next, e.g. a flag).
+template <bool Streaming>
+__attribute__((target("avx2"), always_inline)) inline void store(std::byte* to, __m256i v) {
+  if constexpr (Streaming) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(to), v);
+  } else {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(to), v);
   }
-  for (; n >= 32; d += 32, s += 32, n -= 32)
-    _mm256_store_si256(reinterpret_cast<__m256i*>(d),
-                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(first), head);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(last), tail);
 }
 
-// Streaming stores: the destination lines go to memory without being read for ownership
-// and leave every cache, so a consumer on another core reads them from memory instead of
-// pulling them line by line out of this core's cache.
-__attribute__((target("avx2"))) void stream_avx2(std::byte* d, const std::byte* s,
-                                                 std::size_t n) {
+template <bool Streaming>
+__attribute__((target("avx2"))) void copy_vectors(std::byte* d, const std::byte* s,
+                                                  std::size_t n) {
   const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
   const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + n - 32));
   std::byte* const first = d;
@@ -57,15 +41,14 @@ __attribute__((target("avx2"))) void stream_avx2(std::byte* d, const std::byte* 
     const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
     const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 64));
     const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 96));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32), b);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 64), c);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 96), e);
+    store<Streaming>(d, a);
+    store<Streaming>(d + 32, b);
+    store<Streaming>(d + 64, c);
+    store<Streaming>(d + 96, e);
   }
   for (; n >= 32; d += 32, s += 32, n -= 32)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
-  _mm_sfence();
+    store<Streaming>(d, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+  if constexpr (Streaming) _mm_sfence();
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(first), head);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(last), tail);
 }
@@ -74,11 +57,11 @@ using CopyFn = void (*)(std::byte*, const std::byte*, std::size_t);
 const CopyFn kCopy = [] {
   __builtin_cpu_init();
   // Without AVX2 (older than every machine this is tuned on) glibc's memcpy it is.
-  return __builtin_cpu_supports("avx2") ? &copy_avx2 : CopyFn{};
+  return __builtin_cpu_supports("avx2") ? &copy_vectors<false> : CopyFn{};
 }();
 const CopyFn kStream = [] {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? &stream_avx2 : CopyFn{};
+  return __builtin_cpu_supports("avx2") ? &copy_vectors<true> : CopyFn{};
 }();
 #endif
 
