@@ -147,13 +147,13 @@ public:
   // evaluated with the engine locked.
   template <class Done>
   void progress_until(Done&& done) {
-    progress_until(done, [] { return false; });
+    progress_until(done, [] { return rt::Context::Idle::Awaited::unknown; });
   }
-  // The same, for a wait that can tell whether the ranks it waits for are running on other
-  // cores right now (worth_spinning(), asked only when the wait would give the core away):
-  // then it keeps the core for a while (Context::Idle::keep_core).
-  template <class Done, class WorthSpinning>
-  void progress_until(Done&& done, WorthSpinning&& worth_spinning) {
+  // The same, for a wait that can tell where the ranks it waits for are (awaited(), asked
+  // only when the wait would give the core away, i.e. ranks outnumber cores): running on
+  // other cores (keep this core a while) or queued behind this rank (give it away at once).
+  template <class Done, class Awaited>
+  void progress_until(Done&& done, Awaited&& awaited) {
     rt::Context::Idle idle(ctx_);
     for (;;) {
       int n;
@@ -163,7 +163,7 @@ public:
         n = progress_locked();
       }
       if (n > 0) idle.reset();
-      else if (idle.yields() && worth_spinning()) idle.keep_core();
+      else if (idle.yields()) idle(awaited());
       else idle();
     }
   }

@@ -223,6 +223,11 @@ void Context::Idle::keep_core() {
   (*this)();
 }
 
+void Context::Idle::give_core() {
+  ::sched_yield();
+  ++c_.counters().idle_yields;
+}
+
 void Context::report_stats() const {
   if (stats_path_.empty()) {
     const std::string s = format_stats_text(counters_, rank());

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,21 @@ public:
     // this project's VMs.
     void keep_core();
     static constexpr double kKeepCore = 20;
+    // Instead of operator(), when the caller knows that a rank it waits for is queued behind
+    // this one on the same core: yields at once, without spinning first.
+    void give_core();
+
+    // What a waiting caller knows of the ranks it waits for.
+    enum class Awaited : std::uint8_t {
+      unknown,     // operator()
+      elsewhere,   // all running on other cores: keep_core()
+      behind_us,   // one of them queued on this core: give_core()
+    };
+    void operator()(Awaited a) {
+      if (!yields() || a == Awaited::unknown) return (*this)();
+      if (a == Awaited::elsewhere) return keep_core();
+      give_core();
+    }
 
   private:
     Context& c_;
