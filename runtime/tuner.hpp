@@ -1,7 +1,7 @@
 // The adaptive tuner (RMP_TUNE=adaptive, DESIGN §5): for each message-size bucket it keeps a
 // window of recent completion costs of the setting in use and moves that setting, one step of
-// one knob at a time, toward the fastest observed one. Mostly it exploits (1 use in
-// kExplorePeriod tries a neighbouring setting); a neighbour replaces the current setting when,
+// one knob at a time, toward the fastest observed one. Mostly it exploits (a burst of kBurst
+// uses in kExplorePeriod tries a neighbouring setting); a neighbour replaces the current setting when,
 // over a full window of its costs, the median ratio to the current setting's latest cost
 // before each is below 1 - kMargin. Pairing each exploration with a sample taken just before
 // it compares the two under the same conditions, so a machine whose speed drifts (other jobs,
@@ -28,7 +28,15 @@ public:
   static constexpr std::size_t kMaxDims = 3;
   static constexpr std::size_t kBuckets = 65;  // bucket_of() of any size_t
   static constexpr std::size_t kWindow = 8;    // observations per judged window
-  static constexpr std::uint32_t kExplorePeriod = 16;
+  // An exploration is a burst of kBurst consecutive uses of the neighbour, one burst per
+  // kExplorePeriod uses; its first use is not judged. A pipelined setting (chunks in flight)
+  // only shows its cost once the uses before it ran with it too: single explored gets in a
+  // stream of the current setting's all cost the same, so noise decided, and the tuner
+  // drifted to smaller windows that lost half the throughput at 64 KiB once used throughout
+  // (measured with benchmarks/tune-proof). Likewise the first use of the current setting
+  // after a burst is not judged.
+  static constexpr std::uint32_t kBurst = 4;
+  static constexpr std::uint32_t kExplorePeriod = 64;
   static constexpr double kMargin = 0.03;  // a neighbour must be 3 % faster to win
 
   using Setting = std::array<std::uint8_t, kMaxDims>;
@@ -61,9 +69,17 @@ public:
   Choice choose(std::size_t bucket) {
     Bucket& b = buckets_[bucket];
     if (!b.enabled) return {b.current, false};
-    if (++b.uses % kExplorePeriod != 0 || b.now.count < kWindow) return {b.current, false};
+    ++b.uses;
+    if (b.burst_left > 0 && b.has_candidate) {
+      --b.burst_left;
+      return {b.candidate, true};
+    }
+    if (b.uses % kExplorePeriod != 0 || b.now.count < kWindow) return {b.current, false};
     if (!b.has_candidate && !pick_candidate(b)) return {b.current, false};
     ++explorations_;
+    b.burst_left = kBurst - 1;
+    b.unjudged_cand += 1;       // the burst's first use
+    b.cand_pending += kBurst;   // observations of this burst still to come
     return {b.candidate, true};
   }
 
@@ -74,11 +90,20 @@ public:
     Bucket& b = buckets_[bucket];
     if (!b.enabled) return false;
     if (s == b.current) {
+      if (b.unjudged_current > 0) {
+        --b.unjudged_current;
+        return false;
+      }
       b.now.add(cost);
       b.latest = cost;
       return false;
     }
     if (!b.has_candidate || s != b.candidate) return false;  // stale: from before a move
+    if (b.cand_pending > 0 && --b.cand_pending == 0) b.unjudged_current = 1;  // burst over
+    if (b.unjudged_cand > 0) {
+      --b.unjudged_cand;
+      return false;
+    }
     if (b.latest <= 0) return false;
     b.cand.add(cost / b.latest);
     if (b.cand.count < kWindow) return false;
@@ -94,6 +119,10 @@ public:
     }
     b.has_candidate = false;
     b.cand = Window{};
+    b.burst_left = 0;
+    b.unjudged_cand = 0;
+    b.cand_pending = 0;      // what is left of the burst is stale now
+    b.unjudged_current = 1;  // the first use after it
     return better;
   }
 
@@ -124,6 +153,10 @@ private:
     Setting candidate{};
     std::uint8_t next_step = 0;  // step = dimension × 2 + (0: down, 1: up)
     std::uint64_t uses = 0;
+    std::uint32_t burst_left = 0;        // uses of the candidate left in this burst
+    std::uint32_t unjudged_cand = 0;     // candidate observations to skip (burst starts)
+    std::uint32_t cand_pending = 0;      // candidate observations still to come
+    std::uint32_t unjudged_current = 0;  // current observations to skip (after a burst)
     double latest = 0;  // the current setting's latest cost
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
   };

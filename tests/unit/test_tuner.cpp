@@ -39,9 +39,11 @@ struct SyntheticCost {
   }
 };
 
-// One observation window of the tuner: kWindow explorations of a neighbour, spread over
-// kExplorePeriod uses each.
-constexpr std::uint64_t kUsesPerWindow = HillTuner::kWindow * HillTuner::kExplorePeriod;
+// One observation window of the tuner: kWindow judged uses of a neighbour, kBurst - 1 per
+// burst (the first use of a burst is not judged), one burst per kExplorePeriod uses.
+constexpr std::uint64_t kUsesPerWindow =
+    (HillTuner::kWindow + HillTuner::kBurst - 2) / (HillTuner::kBurst - 1) *
+    HillTuner::kExplorePeriod;
 
 struct Outcome {
   std::uint64_t converged_at = 0;  // first use after which current() == best for good

@@ -179,7 +179,8 @@ public:
   // throughput the stream of gets saw (from when this one could start — posted, or the
   // previous get's end — to now, so waiting for the peer counts for every mechanism alike).
   // Returns the seconds it measured.
-  double record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted);
+  double record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
+                    bool for_chooser = true);
 
 private:
   void send_ctl(AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload,
@@ -368,8 +369,10 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
                                   Completion* done) {
   // The pair may have been laid out by a peer with smaller chunks: never ask for more.
   GetTuner::Pick tune = t_.get_tuner().pick(len);
+  // Depth in fragments of this size that the byte ring holds.
   const std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
-  const std::size_t depth = std::min(tune.depth, in_chunks_.nchunks);
+  const std::size_t ring = in_chunks_.nchunks * in_chunks_.chunk_bytes;
+  const std::size_t depth = std::clamp<std::size_t>(tune.depth, 1, std::max<std::size_t>(1, ring / fragment));
   if (tune.tuned) {
     Counters& c = t_.counters();
     c.tune_explorations += tune.explore;
@@ -456,11 +459,12 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
       kPollBudget);
 }
 
-double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted) {
+double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
+                               bool for_chooser) {
   const Clock::time_point now = Clock::now();
   const Clock::duration took = now - std::max(posted, last_get_done_);
   // The first get after a change of mechanism found the pipeline empty: not a fair sample.
-  if (m == last_get_mode_) t_.record_copy(m, len, took);
+  if (for_chooser && m == last_get_mode_) t_.record_copy(m, len, took);
   last_get_done_ = now;
   last_get_mode_ = m;
   return std::chrono::duration<double>(took).count();
@@ -519,7 +523,11 @@ int ShmEndpoint::drain_chunks() {
     ++t_.counters().rndv_fragments;
     ++n;
     if (j.off == j.len) {
-      const double seconds = record_get(CopyChooser::Mode::chunks, j.len, j.posted);
+      // A get the tuner explored with another geometry says nothing of how fast the chunk
+      // copy is with the tuner's current one: the copy chooser does not hear of it (a burst of
+      // such gets otherwise made the chunks look slow and the chooser leave them).
+      const double seconds =
+          record_get(CopyChooser::Mode::chunks, j.len, j.posted, !j.tune.explore);
       if (j.tune.tuned && t_.get_tuner().observe(j.len, j.tune.setting, seconds))
         ++t_.counters().tune_moves;
       t_.complete_later(j.done, TStatus::ok);
@@ -641,13 +649,23 @@ int ShmEndpoint::advance() {
 
 // ---------------------------------------------------------------------------------------------
 
+// Chunks in the byte ring of a tuned pair (RMP_TUNE=adaptive): chunks of the largest candidate
+// fragment, but no more of them than twice the static ring's bytes hold. Larger windows the
+// tuner tries clamp to the ring. A ring sized for the largest fragment × the largest depth
+// (8 MiB by default) made consecutive gets walk through that much memory, every chunk cold:
+// 64 KiB gets fell from 29 to 13 GB/s under the tuner, which then looked worse than the split
+// copy (measured, interleaved).
+std::size_t tuned_nchunks(const ShmConfig& cfg, std::size_t chunk) {
+  return std::clamp<std::size_t>(2 * cfg.chunk_bytes * cfg.nchunks / chunk, 2, 16);
+}
+
 ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c)
     : id_(id), cfg_(cfg), sink_(sink), c_(c), cma_ok_(cfg.cma),
       chooser_(cfg.cma ? 0b111u : 1u << static_cast<int>(CopyChooser::Mode::chunks)),
       get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
                                 : cfg.chunk_bytes),
-      seg_nchunks_(cfg.tune ? std::max(cfg.nchunks, get_tuner_.max_depth()) : cfg.nchunks) {
+      seg_nchunks_(cfg.tune ? tuned_nchunks(cfg, seg_chunk_bytes_) : cfg.nchunks) {
   if (id_.local_size <= 1) return;
   const std::string name = "/rmp-" + id_.job_id + "-n" + std::to_string(id_.node_id);
   const std::size_t words = (static_cast<std::size_t>(id_.local_size) + 63) / 64;
