@@ -476,11 +476,12 @@ private:
     const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(rank.pid) +
                             " on " + host_ + ")";
     if (WIFSIGNALED(status)) {
-      fail(128 + WTERMSIG(status), who + " killed by signal " + signal_text(WTERMSIG(status)));
+      fail(128 + WTERMSIG(status), who + " killed by signal " + signal_text(WTERMSIG(status)), r);
     } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-      fail(WEXITSTATUS(status), who + " exited with status " + std::to_string(WEXITSTATUS(status)));
+      fail(WEXITSTATUS(status), who + " exited with status " + std::to_string(WEXITSTATUS(status)),
+           r);
     } else if (rank.said_hello && !rank.finalized) {
-      fail(1, who + " exited without finalizing");
+      fail(1, who + " exited without finalizing", r);
     }
   }
 
@@ -497,16 +498,22 @@ private:
     }
     // Deterministic: rlaunch's own signal is the job's first failure unless a rank failed
     // before it, so the status is 128+sig however the ranks then react.
-    status_ = 128 + sig;
+    if (!status_) status_ = 128 + sig;
     say("caught " + signal_name(sig) + ", stopping " + std::to_string(running_) + " rank(s)");
     begin_stop(sig);
   }
 
   // The first failure decides the status and starts the shutdown; later ones are its echoes.
-  void fail(int status, const std::string& message) {
+  // A failed rank is first reported to the others (kNoticeGrace before the stop signal).
+  void fail(int status, const std::string& message, int failed_rank = -1) {
     if (status_) return;
     status_ = status;
     say(message);
+    if (failed_rank >= 0 && kvs_ && running_ > 0) {
+      kvs_->notify_peer_failed(failed_rank, message);
+      notice_until_ = Clock::now() + kNoticeGrace;
+      return;
+    }
     begin_stop(SIGTERM);
   }
 
@@ -545,6 +552,7 @@ private:
       if (!d || t < *d) d = t;
     };
     if (timeout_at_ && !stop_started_) consider(*timeout_at_);
+    if (notice_until_ && !stop_started_) consider(*notice_until_);
     if (stop_started_) {
       if (!killed_) consider(*stop_started_ + kTermGrace);
       consider(*stop_started_ + kStopLimit);
@@ -563,6 +571,7 @@ private:
     if (timeout_at_ && !stop_started_ && now >= *timeout_at_) {
       fail(124, "job timed out after " + spec_.timeout_text + " s");
     }
+    if (notice_until_ && !stop_started_ && now >= *notice_until_) begin_stop(SIGTERM);
     if (stop_started_ && !killed_ && now >= *stop_started_ + kTermGrace) {
       kill_remaining("rlaunch: " + std::to_string(running_) + " rank(s) still running " +
                      std::to_string(kTermGrace.count() / 1000) +
@@ -615,6 +624,7 @@ private:
   std::optional<Clock::time_point> stop_started_;
   std::optional<Clock::time_point> drain_until_;
   bool killed_ = false;
+  std::optional<Clock::time_point> notice_until_;  // a failure was reported; stop at this time
   bool gave_up_ = false;
 };
 

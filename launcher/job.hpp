@@ -28,6 +28,9 @@ struct JobSpec {
 // t0 + kStopLimit whatever remains — under the 5 s the contract allows.
 inline constexpr std::chrono::milliseconds kTermGrace{2000};
 inline constexpr std::chrono::milliseconds kStopLimit{4000};
+// When a rank fails, the others are told at once (Errc::peer_failed ends the calls that wait
+// for it) and get this long to report it before the stop signal.
+inline constexpr std::chrono::milliseconds kNoticeGrace{300};
 // After the last rank has exited, how long to wait for its output pipes to reach EOF (a
 // background child of a rank may hold them open forever).
 inline constexpr std::chrono::milliseconds kOutputDrain{1000};

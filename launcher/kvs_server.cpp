@@ -337,6 +337,17 @@ void KvsServer::fail_fence_waiters(const std::string& message) {
   fence_count_ = 0;
 }
 
+void KvsServer::notify_peer_failed(int rank, const std::string& message) {
+  const auto frame = wire::FrameWriter(Op::peer_failed)
+                         .put_u32(static_cast<std::uint32_t>(rank))
+                         .put_str(message.substr(0, 4096))
+                         .finish();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank || exited_[static_cast<std::size_t>(r)]) continue;
+    if (Connection* c = connection_of_rank(r)) send(*c, frame);
+  }
+}
+
 std::optional<Clock::time_point> KvsServer::next_deadline() const {
   if (deadlines_.empty()) return std::nullopt;
   return deadlines_.begin()->first;

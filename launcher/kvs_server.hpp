@@ -45,6 +45,9 @@ public:
   void drain(int rank);
   // rank's process has exited: a fence it has not reached can never complete.
   void rank_exited(int rank);
+  // Tells every other connected rank that `rank` failed (a peer_failed frame, ahead of any
+  // reply), so that a call waiting for it ends with Errc::peer_failed.
+  void notify_peer_failed(int rank, const std::string& message);
 
 private:
   struct Connection;

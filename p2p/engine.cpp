@@ -640,6 +640,14 @@ struct Engine::ProgressThread {
   std::thread thread;
 };
 
+void Engine::throw_if_peer_failed() {
+  if (const rt::PeerFailure* f = ctx_.peer_failure()) {
+    throw Error(Errc::peer_failed, "rank " + std::to_string(ctx_.rank()) +
+                                       " was waiting in a blocking call when rank " +
+                                       std::to_string(f->rank) + " failed (" + f->message + ")");
+  }
+}
+
 void Engine::start_progress_thread() {
   if (thread_) return;
   threaded_ = true;

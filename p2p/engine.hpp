@@ -143,6 +143,8 @@ public:
   Status probe(const CommImpl& comm, p2p::Channel ch, int src, int tag);
 
   int progress();
+  // Errc::peer_failed naming the failed rank when the launcher has reported one.
+  void throw_if_peer_failed();
   // Runs progress until done() holds, spinning then yielding per the wait policy. done() is
   // evaluated with the engine locked.
   template <class Done>
@@ -152,9 +154,12 @@ public:
   // The same, for a wait that can tell where the ranks it waits for are (awaited(), asked
   // only when the wait would give the core away, i.e. ranks outnumber cores): running on
   // other cores (keep this core a while) or queued behind this rank (give it away at once).
+  // A wait that finds nothing to do while a rank the launcher reported failed throws
+  // Errc::peer_failed (checked every 256 idle polls, the bootstrap asked at most once a ms).
   template <class Done, class Awaited>
   void progress_until(Done&& done, Awaited&& awaited) {
     rt::Context::Idle idle(ctx_);
+    std::uint32_t idle_polls = 0;
     for (;;) {
       int n;
       {
@@ -162,8 +167,12 @@ public:
         if (done()) return;
         n = progress_locked();
       }
-      if (n > 0) idle.reset();
-      else if (idle.yields()) idle(awaited());
+      if (n > 0) {
+        idle.reset();
+        continue;
+      }
+      if ((++idle_polls & 255) == 0) throw_if_peer_failed();
+      if (idle.yields()) idle(awaited());
       else idle();
     }
   }

@@ -223,6 +223,17 @@ void Context::Idle::keep_core() {
   (*this)();
 }
 
+const PeerFailure* Context::peer_failure() {
+  if (!failure_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_failure_poll_) return nullptr;
+    next_failure_poll_ = now + std::chrono::milliseconds(1);
+    failure_ = boot_->poll_peer_failure();
+    if (!failure_) return nullptr;
+  }
+  return &*failure_;
+}
+
 void Context::Idle::give_core() {
   ::sched_yield();
   ++c_.counters().idle_yields;

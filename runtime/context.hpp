@@ -35,6 +35,9 @@ public:
   int rank() const { return id().rank; }
   int size() const { return id().size; }
   Bootstrap& bootstrap() { return *boot_; }
+  // A rank the launcher reported failed, asking the bootstrap at most once a millisecond
+  // (cheap enough for a waiting loop); nullptr while none has.
+  const PeerFailure* peer_failure();
   const Params& params() const { return params_.values; }
   const ParamSet& param_set() const { return params_; }
   const EnvSettings& settings() const { return settings_; }
@@ -109,6 +112,8 @@ private:
   std::string checked_stats_path() const;
 
   std::unique_ptr<Bootstrap> boot_;
+  std::optional<PeerFailure> failure_;
+  std::chrono::steady_clock::time_point next_failure_poll_{};
   std::size_t am_header_bytes_ = 0;
   ParamSet params_;
   Calibration calibration_;

@@ -24,6 +24,13 @@ struct JobIdentity {
   std::string job_id = "single";  // public, unique per job: names shared segments
 };
 
+// A rank of the job that failed (died, exited non-zero or without finalising), as the launcher
+// reported it.
+struct PeerFailure {
+  int rank = -1;
+  std::string message;  // the launcher's words, e.g. "rank 1 (pid 42 on h) exited with status 3"
+};
+
 class Bootstrap {
 public:
   virtual ~Bootstrap() = default;
@@ -40,6 +47,9 @@ public:
   [[noreturn]] virtual void abort(int code, std::string_view why) = 0;
   // Tell the launcher this rank finalised cleanly (so an exit 0 is judged a success).
   virtual void finalize() = 0;
+  // Whether the launcher has reported a failed rank; never blocks (a request under way on
+  // another thread is not waited for). Stores without a launcher never report one.
+  virtual std::optional<PeerFailure> poll_peer_failure() { return std::nullopt; }
 };
 
 // The launcher's store when RMP_KVS / RMP_JOB_TOKEN / RMP_RANK … are set; a singleton

@@ -206,6 +206,22 @@ public:
     expect_ok(reply, "finalize");
   }
 
+  std::optional<PeerFailure> poll_peer_failure() override {
+    std::unique_lock lock(request_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || failure_ || !broken_.empty()) return failure_;
+    pollfd p{fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) return failure_;
+    try {
+      // The server writes whole frames: the rest of this one is there or about to be.
+      const Reply r = read_one_frame("peer failure notice", Clock::now() + kRequestTimeout);
+      if (!note_failure(r))
+        protocol_error("unsolicited frame " + std::to_string(static_cast<int>(r.op)));
+    } catch (const Error&) {
+      // A launcher gone or a garbled stream is not a peer failure; the next request says it.
+    }
+    return failure_;
+  }
+
 private:
   static milliseconds clamp(milliseconds t) {
     constexpr milliseconds kForever = std::chrono::hours(24 * 50);  // beyond the u32 ms range
@@ -267,6 +283,18 @@ private:
                                          " failed: " + errno_text(err));
       }
     }
+    return read_frame(what, deadline);
+  }
+
+  // The next frame other than a peer failure notice (those are noted on the way).
+  Reply read_frame(const std::string& what, Clock::time_point deadline) {
+    for (;;) {
+      Reply reply = read_one_frame(what, deadline);
+      if (!note_failure(reply)) return reply;
+    }
+  }
+
+  Reply read_one_frame(const std::string& what, Clock::time_point deadline) {
     std::byte header[5];
     recv_exact(header, sizeof(header), what, deadline);
     const std::uint32_t length = wire::decode_u32(header);
@@ -274,6 +302,17 @@ private:
     Reply reply{static_cast<wire::Op>(header[4]), std::vector<std::byte>(length - 1)};
     recv_exact(reply.body.data(), reply.body.size(), what, deadline);
     return reply;
+  }
+
+  // True when `reply` was a peer failure notice (the first one is kept).
+  bool note_failure(const Reply& reply) {
+    if (reply.op != wire::Op::peer_failed) return false;
+    wire::FrameReader r(reply.body);
+    const auto rank = r.u32();
+    const auto message = r.str();
+    if (!rank || !message || !r.at_end()) protocol_error("peer failure notice");
+    if (!failure_) failure_ = PeerFailure{static_cast<int>(*rank), std::string(*message)};
+    return true;
   }
 
   bool send_all_nothrow(std::span<const std::byte> data) {
@@ -336,6 +375,7 @@ private:
   std::mutex request_mutex_;  // one request/reply cycle at a time
   std::mutex send_mutex_;     // whole frames on the stream, also for abort
   std::string broken_;        // why the connection is unusable; empty while it is fine
+  std::optional<PeerFailure> failure_;  // the first failure the launcher reported
 };
 
 }  // namespace

@@ -31,6 +31,9 @@ enum class Op : std::uint8_t {
   fence = 4,     // u32 timeout_ms            → ok once every rank has fenced | error
   abort = 5,     // i32 code, str why         → none: the launcher ends the job
   finalize = 6,  // (empty)                   → ok
+  // Server → client, unsolicited, between or before replies: a rank of the job has failed
+  // (u32 rank, str the launcher's line about it). rlaunch stops the job shortly after.
+  peer_failed = 7,
   reply_ok = 64,
   reply_not_found = 65,
   reply_error = 66,  // u8 ErrorReason, str message
