@@ -20,6 +20,12 @@ namespace {
 constexpr std::size_t kLine = 64;
 constexpr std::size_t kInline = kLine - sizeof(std::uint64_t);  // data beside the flag
 constexpr std::size_t kMaxBytes = 4096;                         // per rank and parity
+// Small bcasts go through a ring of kBcastSlots slots of kBcastSlot bytes in the root's small
+// area, so that a root runs up to kBcastSlots calls ahead of the slowest receiver (the chunk
+// path lets it run pipeline_depth rounds ahead, 2 by default: with more ranks than cores,
+// every wait of the root for a receiver that has no core is a process switch).
+constexpr std::size_t kBcastSlot = 1024;
+constexpr std::size_t kBcastSlots = 16;
 constexpr int kSetupTag = 1 << 23;  // collective channel, clear of the algorithms' tags
 
 struct alignas(kLine) FlagLine {
@@ -29,9 +35,10 @@ struct alignas(kLine) FlagLine {
 static_assert(sizeof(FlagLine) == kLine);
 // Small area per rank: two flag lines (one per call parity), the round line of the chunked
 // paths, a decision line (rank 0's: the kind of store, see Call), a CPU line (where the rank
-// runs, see where_awaited), then two data blocks.
-constexpr std::size_t kSmallStride = 4096 + 2 * kMaxBytes;
-static_assert(5 * sizeof(FlagLine) <= 4096);
+// runs, see where_awaited), the small-bcast lines (published as root, consumed), then two
+// data blocks and the small-bcast slots.
+constexpr std::size_t kSmallStride = 4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot;
+static_assert(7 * sizeof(FlagLine) <= 4096);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -108,6 +115,39 @@ public:
         [&] { return where_awaited(c, seen, n, pending); });
   }
 
+  // ---- Small bcasts ----
+  // Small bcast number b (counted alike on every rank) uses slot b mod kBcastSlots of its
+  // root. The root publishes b in its published line once the slot holds the data; a rank
+  // that copied it out (the root: once it wrote it) sets its consumed line to b. Before
+  // writing slot b the root waits until every rank consumed bcast b - kBcastSlots, the last
+  // one that may have used that slot (ranks consume small bcasts in order).
+  static constexpr std::size_t small_bcast_max() { return kBcastSlot; }
+  std::uint64_t next_small_bcast() { return ++small_bcast_; }
+  std::byte* bcast_slot(int rank, std::uint64_t b) {
+    return base(rank) + 4096 + 2 * kMaxBytes + (b % kBcastSlots) * kBcastSlot;
+  }
+  void small_bcast_root(const CommImpl& c, const void* buf, std::size_t bytes,
+                        std::uint64_t b) {
+    if (b > kBcastSlots) {
+      wait_all(c, [this](int q) -> std::atomic<std::uint64_t>& { return consumed_line(q); },
+               b - kBcastSlots);
+    }
+    copy_bytes(bcast_slot(c.rank(), b), buf, bytes);
+    publish_cpu(c);
+    published_line(c.rank()).store(b, std::memory_order_release);
+    consumed_line(c.rank()).store(b, std::memory_order_release);
+  }
+  void small_bcast_receive(const CommImpl& c, void* buf, std::size_t bytes, int root,
+                           std::uint64_t b) {
+    auto pending = [&](int q) { return published_line(q).load(std::memory_order_acquire) < b; };
+    wait(
+        c, [&] { return !pending(root); },
+        [&] { return where_awaited(c, root, root + 1, pending); });
+    copy_bytes(buf, bcast_slot(root, b), bytes);
+    publish_cpu(c);
+    consumed_line(c.rank()).store(b, std::memory_order_release);
+  }
+
   // ---- Chunked paths ----
   std::size_t chunk() const { return chunk_; }
   std::uint64_t next_round() { return ++round_; }
@@ -121,22 +161,14 @@ public:
   }
   // Waits until rank `who` (every rank when -1) has reached mark v.
   void wait_mark(const CommImpl& c, std::uint64_t v, int who = -1) {
-    auto pending = [&](int q) { return round_line(q).load(std::memory_order_acquire) < v; };
     if (who >= 0) {
+      auto pending = [&](int q) { return round_line(q).load(std::memory_order_acquire) < v; };
       wait(
           c, [&] { return !pending(who); },
           [&] { return where_awaited(c, who, who + 1, pending); });
       return;
     }
-    const int n = c.size();
-    int seen = 0;
-    wait(
-        c,
-        [&] {
-          while (seen < n && !pending(seen)) ++seen;
-          return seen == n;
-        },
-        [&] { return where_awaited(c, seen, n, pending); });
+    wait_all(c, [this](int q) -> std::atomic<std::uint64_t>& { return round_line(q); }, v);
   }
   // Before writing this rank's chunk for `round`: everyone is done with its last use.
   void wait_chunk_free(const CommImpl& c, std::uint64_t round) {
@@ -198,6 +230,22 @@ private:
   std::atomic<std::uint64_t>& decision_line() { return line(0, 3).gen; }  // rank 0's
 
   std::atomic<std::uint64_t>& cpu_line(int rank) { return line(rank, 4).gen; }
+  std::atomic<std::uint64_t>& published_line(int rank) { return line(rank, 5).gen; }
+  std::atomic<std::uint64_t>& consumed_line(int rank) { return line(rank, 6).gen; }
+  // Waits until every rank's line (of `which`) holds at least v.
+  template <class Which>
+  void wait_all(const CommImpl& c, Which&& which, std::uint64_t v) {
+    const int n = c.size();
+    int seen = 0;
+    auto pending = [&](int q) { return which(q).load(std::memory_order_acquire) < v; };
+    wait(
+        c,
+        [&] {
+          while (seen < n && !pending(seen)) ++seen;
+          return seen == n;
+        },
+        [&] { return where_awaited(c, seen, n, pending); });
+  }
 
   // Progress keeps running while we wait: a peer may need this rank's rendezvous data to get
   // here. When ranks outnumber cores, waiting normally spins spin_us and then gives the core
@@ -239,7 +287,7 @@ private:
 
   std::unique_ptr<rt::NodeSegment> seg_;
   std::size_t chunk_, nchunks_, stride_;
-  std::uint64_t gen_ = 0, round_ = 0;
+  std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0;
   std::array<StoreChoice, 4> store_choice_;
   int store_mode_ = kCached;
 };
@@ -357,8 +405,17 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
 }
 
 void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {
-  // The root copies each round into its chunk; the others copy it out, up to D rounds behind.
   const bool is_root = c.rank() == root;
+  if (bytes <= NodeShared::small_bcast_max()) {
+    const std::uint64_t b = ns.next_small_bcast();
+    if (is_root) {
+      ns.small_bcast_root(c, buf, bytes, b);
+    } else {
+      ns.small_bcast_receive(c, buf, bytes, root, b);
+    }
+    return;
+  }
+  // The root copies each round into its chunk; the others copy it out, up to D rounds behind.
   std::optional<NodeShared::Call> call;  // only the root stores into chunks
   if (is_root) call.emplace(ns, c, NodeShared::Use::bcast, bytes);
   for (std::size_t first = 0; first < bytes; first += ns.chunk()) {

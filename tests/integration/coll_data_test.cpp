@@ -83,6 +83,29 @@ TEST(CollData, Bcast_EveryRootAndSize) {
     }
 }
 
+// Many small bcasts back to back, roots rotating, sizes around the node-shared path's slot
+// (1 KiB) and 0: a root may run up to a ring of slots ahead of its receivers, and slots are
+// reused by the next roots; every rank must still see every call's data.
+TEST(CollData, Bcast_ManySmallInARow_RotatingRoots) {
+  const rmp::Comm& w = rmp::world();
+  const std::size_t sizes[] = {0, 1, 7, 127, 128, 129, 1023, 1024, 1025};  // bytes
+  std::vector<std::vector<std::uint8_t>> got;
+  for (int k = 0; k < 100; ++k) {
+    const int root = k % size();
+    const std::size_t n = sizes[static_cast<std::size_t>(k) % std::size(sizes)];
+    const std::uint64_t s = seed(root, k, n, 7);
+    got.push_back(rank() == root ? make_message<std::uint8_t>(n, s)
+                                 : std::vector<std::uint8_t>(n, 0xEE));
+    w.bcast(got.back().data(), n, root);
+  }
+  for (int k = 0; k < 100; ++k) {
+    const int root = k % size();
+    const std::size_t n = sizes[static_cast<std::size_t>(k) % std::size(sizes)];
+    EXPECT_TRUE(matches(got[static_cast<std::size_t>(k)].data(), n, seed(root, k, n, 7)))
+        << "bcast " << k << " from root " << root << ", " << n << " bytes";
+  }
+}
+
 TEST(CollData, ReduceAndAllreduce_EveryRootSizeAndInPlace) {
   const rmp::Comm& w = rmp::world();
   for (int root : roots())
