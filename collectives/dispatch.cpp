@@ -35,11 +35,14 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
 
 void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
             Type t, Op op, int root) {
-  switch (choose<ReduceAlgo>(Coll::reduce, c, count * esize)) {
+  NodeShared* ns = may_use_node_shared(Coll::reduce) ? node_shared(c) : nullptr;
+  switch (choose<ReduceAlgo>(Coll::reduce, c, count * esize, ns != nullptr)) {
     case ReduceAlgo::binomial:
       return reduce_binomial(c, in, out, count, esize, t, op, root);
     case ReduceAlgo::rabenseifner:
       return reduce_rabenseifner(c, in, out, count, esize, t, op, root);
+    case ReduceAlgo::shm:
+      return shm_reduce(c, *ns, in, out, count, esize, t, op, root);
   }
 }
 

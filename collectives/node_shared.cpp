@@ -75,7 +75,7 @@ std::size_t chunk_count(const rt::Params& p) {
 // choice is local: readers do not care how a chunk was written.
 class NodeShared {
 public:
-  enum class Use : std::uint8_t { allreduce, bcast, allgather, alltoall };
+  enum class Use : std::uint8_t { allreduce, reduce, bcast, allgather, alltoall };
   static constexpr int kCached = 0, kStreaming = 1;
   using Clock = std::chrono::steady_clock;
 
@@ -288,7 +288,7 @@ private:
   std::unique_ptr<rt::NodeSegment> seg_;
   std::size_t chunk_, nchunks_, stride_;
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0;
-  std::array<StoreChoice, 4> store_choice_;
+  std::array<StoreChoice, 5> store_choice_;
   int store_mode_ = kCached;
 };
 
@@ -342,16 +342,19 @@ void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.n
 
 namespace {
 
-void small_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
-                     std::size_t count, std::size_t esize, Type t, Op op) {
+// root < 0: every rank gets the result (allreduce); else only the root (reduce).
+void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                  std::size_t count, std::size_t esize, Type t, Op op, int root) {
   const std::uint64_t g = ns.next_gen();
   const std::size_t bytes = count * esize;
   const bool inl = bytes <= kInline;
   auto slot = [&](int r) -> std::byte* { return inl ? ns.flag(r, g).data : ns.block(r, g); };
   if (bytes) copy_bytes(slot(c.rank()), in ? in : out, bytes);
+  // Everyone waits for everyone, the non-roots of a reduce too: a rank writes this parity's
+  // slot again two calls later, only once it has seen the root come back from reading it.
   ns.arrive_and_wait(c, g);
-  // Every rank reduces all contributions in rank order: the same bits everywhere.
-  if (bytes) {
+  // Every rank that gets the result reduces all contributions in rank order: the same bits.
+  if (bytes && (root < 0 || c.rank() == root)) {
     reduce_into(op, t, slot(0), slot(1), out, count);
     for (int r = 2; r < c.size(); ++r) reduce_apply(op, t, slot(r), out, count);
   }
@@ -359,15 +362,22 @@ void small_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* ou
 
 }  // namespace
 
-void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
-                   std::size_t esize, Type t, Op op) {
-  if (count * esize <= kMaxBytes) return small_allreduce(c, ns, in, out, count, esize, t, op);
+namespace {
+
+// root < 0: allreduce; else reduce to root.
+void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                    std::size_t count, std::size_t esize, Type t, Op op, int root) {
   // Round by round over `per` elements: every rank copies the slices the others reduce into
   // its chunk; rank q reduces slice q of all chunks in rank order (each element is combined
   // at one rank only, so every rank gets the same bits) and leaves the result in its chunk;
-  // everyone copies the results out.
-  NodeShared::Call call(ns, c, NodeShared::Use::allreduce, count * esize);
+  // every rank that gets the result copies the others' slices out.
+  NodeShared::Call call(ns, c, root < 0 ? NodeShared::Use::allreduce : NodeShared::Use::reduce,
+                        count * esize);
   const int n = c.size(), r = c.rank();
+  const bool gets_result = root < 0 || r == root;
+  // This rank's own slice is read straight from its input, unless the result goes into that
+  // very buffer (in place at a rank that gets the result): then it goes through the chunk.
+  const bool own_direct = in != nullptr || !gets_result;
   const std::size_t per = ns.chunk() / esize;
   const std::byte* src = static_cast<const std::byte*>(in ? in : out);
   std::byte* dst = static_cast<std::byte*>(out);
@@ -379,29 +389,46 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
     std::byte* chunk = ns.chunk_of(r, round);
     const std::byte* from = src + first * esize;
     ns.wait_chunk_free(c, round);
-    // Our own slice only we read: from the input directly, unless in place (where the
-    // result written into `out` below would overwrite it before it is read).
-    ns.put(chunk, from, in ? mine_at : off(r + 1));
+    ns.put(chunk, from, own_direct ? mine_at : off(r + 1));
     ns.put(chunk + off(r + 1), from + off(r + 1), off(n) - off(r + 1));
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
     if (mine_len) {
       auto part = [&](int q) -> const std::byte* {
-        return q == r && in ? from + mine_at : ns.chunk_of(q, round) + mine_at;
+        return q == r && own_direct ? from + mine_at : ns.chunk_of(q, round) + mine_at;
       };
-      std::byte* acc = dst + first * esize + mine_at;
+      // A rank that gets the result reduces into its output and publishes a copy; the others
+      // straight into their chunk's own slice, which nobody else reads and which does not
+      // hold their contribution (that comes from their input).
+      std::byte* acc = gets_result ? dst + first * esize + mine_at : chunk + mine_at;
       reduce_into(op, t, part(0), part(1), acc, mine_len / esize);
       for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, mine_len / esize);
-      ns.put(chunk + mine_at, acc, mine_len);
+      if (gets_result) ns.put(chunk + mine_at, acc, mine_len);
     }
     ns.set_mark(c, NodeShared::mark(round, 2));
-    ns.wait_mark(c, NodeShared::mark(round, 2));
-    for (int q = 0; q < n; ++q)
-      if (q != r)
-        copy_bytes(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q),
-                    off(q + 1) - off(q));
+    if (gets_result) {
+      ns.wait_mark(c, NodeShared::mark(round, 2));
+      for (int q = 0; q < n; ++q)
+        if (q != r)
+          copy_bytes(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q),
+                     off(q + 1) - off(q));
+    }
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
+}
+
+}  // namespace
+
+void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
+                   std::size_t esize, Type t, Op op) {
+  if (count * esize <= kMaxBytes) return small_reduce(c, ns, in, out, count, esize, t, op, -1);
+  chunked_reduce(c, ns, in, out, count, esize, t, op, -1);
+}
+
+void shm_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
+                std::size_t esize, Type t, Op op, int root) {
+  if (count * esize <= kMaxBytes) return small_reduce(c, ns, in, out, count, esize, t, op, root);
+  chunked_reduce(c, ns, in, out, count, esize, t, op, root);
 }
 
 void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {

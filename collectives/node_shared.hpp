@@ -25,6 +25,10 @@ void shm_barrier(const detail::CommImpl& c, NodeShared& ns);
 // `in` == nullptr: in place. Up to 4 KiB through the flag lines, beyond in chunks.
 void shm_allreduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                    std::size_t count, std::size_t esize, detail::Type t, Op op);
+// As shm_allreduce, the result at `root` only (`out` is not touched elsewhere; `in` ==
+// nullptr: in place at the root, the input in `out` elsewhere).
+void shm_reduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                std::size_t count, std::size_t esize, detail::Type t, Op op, int root);
 void shm_bcast(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root);
 // `l`: every rank's block in `out`; `in` == nullptr: in place.
 void shm_allgather(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,

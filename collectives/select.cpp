@@ -156,7 +156,8 @@ constexpr Algorithm kBcast[] = {{"binomial", t_bcast_binomial},
                                 {"pipeline", t_bcast_pipeline},
                                 {"shm", nullptr}};
 constexpr Algorithm kReduce[] = {{"binomial", t_reduce_binomial},
-                                 {"rabenseifner", t_reduce_rabenseifner}};
+                                 {"rabenseifner", t_reduce_rabenseifner},
+                                 {"shm", nullptr}};
 constexpr Algorithm kAllreduce[] = {{"recursive_doubling", t_allreduce_recursive_doubling},
                                     {"rabenseifner", t_allreduce_rabenseifner},
                                     {"ring", t_allreduce_ring},

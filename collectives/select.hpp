@@ -42,7 +42,7 @@ inline constexpr std::size_t kCollCount = 16;
 
 // Algorithms of each collective, in table order (the order of their names below; on equal
 // cost the first one wins).
-// `shm`: the node-shared paths of node_shared.hpp (flag barrier; allreduce, bcast,
+// `shm`: the node-shared paths of node_shared.hpp (flag barrier; allreduce, reduce, bcast,
 // allgather(v) and alltoall through the node's shared segment). They replace messages by
 // cache-line writes and reads and by copies into and out of shared chunks, which the α–β
 // model (α and β from p2p's link_rtt_us and link_bw) cannot price, so they have no formula:
@@ -50,7 +50,7 @@ inline constexpr std::size_t kCollCount = 16;
 // pieces of at least a cache line) unless RMP_<COLL>_ALGO forces another algorithm.
 enum class BarrierAlgo : std::uint8_t { dissemination, shm };
 enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm };
-enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner };
+enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner, shm };
 enum class AllreduceAlgo : std::uint8_t { recursive_doubling, rabenseifner, ring, shm };
 enum class RootedAlgo : std::uint8_t { binomial, linear };  // gather(v), scatter(v)
 enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring, shm };

@@ -168,10 +168,12 @@ TEST(CollSelect, NodeShared_TakenWhenAvailableUnlessAnotherIsForced) {
   EXPECT_EQ(coll::cheapest(Coll::allreduce, m, 4, 1 << 24, true), idx(AllreduceAlgo::shm));
   EXPECT_EQ(coll::cheapest(Coll::bcast, m, 4, 1 << 20, true), idx(BcastAlgo::shm));
   EXPECT_EQ(coll::cheapest(Coll::allgatherv, m, 4, 8, true), idx(coll::AllgatherAlgo::shm));
-  EXPECT_EQ(coll::cheapest(Coll::reduce, m, 4, 8, true), idx(coll::ReduceAlgo::binomial));  // none
+  EXPECT_EQ(coll::cheapest(Coll::reduce, m, 4, 8, true), idx(coll::ReduceAlgo::shm));
+  EXPECT_EQ(coll::cheapest(Coll::scan, m, 4, 8, true), idx(coll::ScanAlgo::recursive_doubling));  // none
   EXPECT_TRUE(coll::may_use_node_shared(Coll::allreduce));
   EXPECT_TRUE(coll::may_use_node_shared(Coll::bcast));
-  EXPECT_FALSE(coll::may_use_node_shared(Coll::reduce));
+  EXPECT_TRUE(coll::may_use_node_shared(Coll::reduce));
+  EXPECT_FALSE(coll::may_use_node_shared(Coll::scan));
   {
     ScopedEnv force("RMP_ALLREDUCE_ALGO", "ring");
     EXPECT_FALSE(coll::may_use_node_shared(Coll::allreduce));  // its segment is not created

@@ -283,6 +283,12 @@ void allreduce_shm(const CommImpl& c, const void* in, void* out, std::size_t cou
     return coll::shm_allreduce(c, *ns, in, out, count, esize, t, op);
   coll::allreduce_recursive_doubling(c, in, out, count, esize, t, op);
 }
+void reduce_shm(const CommImpl& c, const void* in, void* out, std::size_t count,
+                std::size_t esize, Type t, Op op, int root) {
+  if (coll::NodeShared* ns = coll::node_shared(c))
+    return coll::shm_reduce(c, *ns, in, out, count, esize, t, op, root);
+  coll::reduce_binomial(c, in, out, count, esize, t, op, root);
+}
 void allgather_shm(const CommImpl& c, const void* in, void* out, const Layout& l) {
   if (coll::NodeShared* ns = coll::node_shared(c)) return coll::shm_allgather(c, *ns, in, out, l);
   coll::allgather_ring(c, in, out, l);
@@ -370,7 +376,8 @@ const std::pair<const char*, AllreduceFn> kAllreduce[] = {
 TEST(CollThreads, Reduce_EveryAlgorithmRankCountSizeAndRoot) {
   SmallSegments small;
   const std::pair<const char*, ReduceFn> algos[] = {{"binomial", coll::reduce_binomial},
-                                                    {"rabenseifner", coll::reduce_rabenseifner}};
+                                                    {"rabenseifner", coll::reduce_rabenseifner},
+                                                    {"shm", reduce_shm}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::size_t k = 0;
