@@ -1,12 +1,12 @@
 #include "collectives/node_shared.hpp"
 
+#include <sched.h>
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
-#include <sched.h>
 #include <string>
 
 #include "collectives/reduce_ops.hpp"
@@ -103,16 +103,8 @@ public:
   void arrive_and_wait(const CommImpl& c, std::uint64_t g) {
     publish_cpu(c);
     flag(c.rank(), g).gen.store(g, std::memory_order_release);
-    const int n = c.size();
-    int seen = 0;  // ranks below `seen` have arrived
-    auto pending = [&](int q) { return flag(q, g).gen.load(std::memory_order_acquire) < g; };
-    wait(
-        c,
-        [&] {
-          while (seen < n && !pending(seen)) ++seen;
-          return seen == n;
-        },
-        [&] { return where_awaited(c, seen, n, pending); });
+    wait_all(
+        c, [&](int q) -> std::atomic<std::uint64_t>& { return flag(q, g).gen; }, g);
   }
 
   // ---- Small bcasts ----
@@ -126,11 +118,11 @@ public:
   std::byte* bcast_slot(int rank, std::uint64_t b) {
     return base(rank) + 4096 + 2 * kMaxBytes + (b % kBcastSlots) * kBcastSlot;
   }
-  void small_bcast_root(const CommImpl& c, const void* buf, std::size_t bytes,
-                        std::uint64_t b) {
+  void small_bcast_root(const CommImpl& c, const void* buf, std::size_t bytes, std::uint64_t b) {
     if (b > kBcastSlots) {
-      wait_all(c, [this](int q) -> std::atomic<std::uint64_t>& { return consumed_line(q); },
-               b - kBcastSlots);
+      wait_all(
+          c, [this](int q) -> std::atomic<std::uint64_t>& { return consumed_line(q); },
+          b - kBcastSlots);
     }
     copy_bytes(bcast_slot(c.rank(), b), buf, bytes);
     publish_cpu(c);
@@ -139,10 +131,8 @@ public:
   }
   void small_bcast_receive(const CommImpl& c, void* buf, std::size_t bytes, int root,
                            std::uint64_t b) {
-    auto pending = [&](int q) { return published_line(q).load(std::memory_order_acquire) < b; };
-    wait(
-        c, [&] { return !pending(root); },
-        [&] { return where_awaited(c, root, root + 1, pending); });
+    wait_one(
+        c, [this](int q) -> std::atomic<std::uint64_t>& { return published_line(q); }, root, b);
     copy_bytes(buf, bcast_slot(root, b), bytes);
     publish_cpu(c);
     consumed_line(c.rank()).store(b, std::memory_order_release);
@@ -161,14 +151,9 @@ public:
   }
   // Waits until rank `who` (every rank when -1) has reached mark v.
   void wait_mark(const CommImpl& c, std::uint64_t v, int who = -1) {
-    if (who >= 0) {
-      auto pending = [&](int q) { return round_line(q).load(std::memory_order_acquire) < v; };
-      wait(
-          c, [&] { return !pending(who); },
-          [&] { return where_awaited(c, who, who + 1, pending); });
-      return;
-    }
-    wait_all(c, [this](int q) -> std::atomic<std::uint64_t>& { return round_line(q); }, v);
+    auto line_of = [this](int q) -> std::atomic<std::uint64_t>& { return round_line(q); };
+    if (who >= 0) return wait_one(c, line_of, who, v);
+    wait_all(c, line_of, v);
   }
   // Before writing this rank's chunk for `round`: everyone is done with its last use.
   void wait_chunk_free(const CommImpl& c, std::uint64_t round) {
@@ -194,9 +179,9 @@ public:
                                     std::memory_order_relaxed);
         t0_ = Clock::now();
       } else {
-        ns_.store_mode_ =
-            ns_.decision_line().load(std::memory_order_relaxed) == kStreaming ? kStreaming
-                                                                               : kCached;
+        ns_.store_mode_ = ns_.decision_line().load(std::memory_order_relaxed) == kStreaming
+                              ? kStreaming
+                              : kCached;
       }
     }
     ~Call() {
@@ -232,6 +217,13 @@ private:
   std::atomic<std::uint64_t>& cpu_line(int rank) { return line(rank, 4).gen; }
   std::atomic<std::uint64_t>& published_line(int rank) { return line(rank, 5).gen; }
   std::atomic<std::uint64_t>& consumed_line(int rank) { return line(rank, 6).gen; }
+  // Waits until rank `who`'s line (of `which`) holds at least v.
+  template <class Which>
+  void wait_one(const CommImpl& c, Which&& which, int who, std::uint64_t v) {
+    auto pending = [&](int q) { return which(q).load(std::memory_order_acquire) < v; };
+    wait(
+        c, [&] { return !pending(who); }, [&] { return where_awaited(c, who, who + 1, pending); });
+  }
   // Waits until every rank's line (of `which`) holds at least v.
   template <class Which>
   void wait_all(const CommImpl& c, Which&& which, std::uint64_t v) {
@@ -343,8 +335,8 @@ void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.n
 namespace {
 
 // root < 0: every rank gets the result (allreduce); else only the root (reduce).
-void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
-                  std::size_t count, std::size_t esize, Type t, Op op, int root) {
+void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
+                  std::size_t esize, Type t, Op op, int root) {
   const std::uint64_t g = ns.next_gen();
   const std::size_t bytes = count * esize;
   const bool inl = bytes <= kInline;
@@ -365,8 +357,8 @@ void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
 namespace {
 
 // root < 0: allreduce; else reduce to root.
-void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
-                    std::size_t count, std::size_t esize, Type t, Op op, int root) {
+void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
+                    std::size_t esize, Type t, Op op, int root) {
   // Round by round over `per` elements: every rank copies the slices the others reduce into
   // its chunk; rank q reduces slice q of all chunks in rank order (each element is combined
   // at one rank only, so every rank gets the same bits) and leaves the result in its chunk;

@@ -83,14 +83,14 @@ public:
     // this one on the same core: yields at once, without spinning first.
     void give_core();
 
-    // What a waiting caller knows of the ranks it waits for.
+    // What a waiting caller knows of the ranks it waits for (asked only when yields()).
     enum class Awaited : std::uint8_t {
-      unknown,     // operator()
-      elsewhere,   // all running on other cores: keep_core()
-      behind_us,   // one of them queued on this core: give_core()
+      unknown,    // operator()
+      elsewhere,  // all running on other cores: keep_core()
+      behind_us,  // one of them queued on this core: give_core()
     };
     void operator()(Awaited a) {
-      if (!yields() || a == Awaited::unknown) return (*this)();
+      if (a == Awaited::unknown) return (*this)();
       if (a == Awaited::elsewhere) return keep_core();
       give_core();
     }

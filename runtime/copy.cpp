@@ -26,8 +26,7 @@ __attribute__((target("avx2"), always_inline)) inline void store(std::byte* to, 
 }
 
 template <bool Streaming>
-__attribute__((target("avx2"))) void copy_vectors(std::byte* d, const std::byte* s,
-                                                  std::size_t n) {
+__attribute__((target("avx2"))) void copy_vectors(std::byte* d, const std::byte* s, std::size_t n) {
   const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
   const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + n - 32));
   std::byte* const first = d;
@@ -53,15 +52,10 @@ __attribute__((target("avx2"))) void copy_vectors(std::byte* d, const std::byte*
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(last), tail);
 }
 
-using CopyFn = void (*)(std::byte*, const std::byte*, std::size_t);
-const CopyFn kCopy = [] {
+// Without AVX2 (older than every machine this is tuned on) glibc's memcpy it is.
+const bool kAvx2 = [] {
   __builtin_cpu_init();
-  // Without AVX2 (older than every machine this is tuned on) glibc's memcpy it is.
-  return __builtin_cpu_supports("avx2") ? &copy_vectors<false> : CopyFn{};
-}();
-const CopyFn kStream = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? &copy_vectors<true> : CopyFn{};
+  return __builtin_cpu_supports("avx2") != 0;
 }();
 #endif
 
@@ -69,8 +63,8 @@ const CopyFn kStream = [] {
 
 void copy_large(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
-  if (kCopy) {
-    kCopy(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+  if (kAvx2) {
+    copy_vectors<false>(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
     return;
   }
 #endif
@@ -79,8 +73,8 @@ void copy_large(void* dst, const void* src, std::size_t n) {
 
 void copy_streaming(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
-  if (kStream && n >= 2048) {
-    kStream(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+  if (kAvx2 && n >= 2048) {
+    copy_vectors<true>(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
     return;
   }
 #endif

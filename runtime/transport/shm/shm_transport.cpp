@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -200,7 +199,6 @@ private:
   std::uint64_t consumed_ = 0, produced_cache_ = 0;  // as requester (in_chunks_), in bytes
   std::deque<GetJob> gets_;
   Clock::time_point last_get_done_{};  // end of the previous get, any mechanism
-  std::optional<CopyChooser::Mode> last_get_mode_;  // and its mechanism
   std::deque<ServeJob> serve_;
   std::deque<PendingCtl> ctl_;
   // Split gets (as requester): the front one is published in out_chunks_.split.
@@ -369,10 +367,10 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
                                   Completion* done) {
   // The pair may have been laid out by a peer with smaller chunks: never ask for more.
   GetTuner::Pick tune = t_.get_tuner().pick(len);
-  // Depth in fragments of this size that the byte ring holds.
   const std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
+  // At most as many fragments of this size in flight as the byte ring holds.
   const std::size_t ring = in_chunks_.nchunks * in_chunks_.chunk_bytes;
-  const std::size_t depth = std::clamp<std::size_t>(tune.depth, 1, std::max<std::size_t>(1, ring / fragment));
+  const std::size_t depth = std::clamp<std::size_t>(tune.depth, 1, ring / fragment);
   if (tune.tuned) {
     Counters& c = t_.counters();
     c.tune_explorations += tune.explore;
@@ -463,10 +461,10 @@ double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time
                                bool for_chooser) {
   const Clock::time_point now = Clock::now();
   const Clock::duration took = now - std::max(posted, last_get_done_);
-  // The first get after a change of mechanism found the pipeline empty: not a fair sample.
-  if (for_chooser && m == last_get_mode_) t_.record_copy(m, len, took);
+  // (The chooser itself leaves out the first get after a change of mechanism, which found
+  // the pipeline empty.)
+  if (for_chooser) t_.record_copy(m, len, took);
   last_get_done_ = now;
-  last_get_mode_ = m;
   return std::chrono::duration<double>(took).count();
 }
 
