@@ -79,12 +79,15 @@ public:
   static constexpr int kCached = 0, kStreaming = 1;
   using Clock = std::chrono::steady_clock;
 
+  // `track_cpus`: ranks outnumber cores, so waits ask where the awaited ranks run
+  // (where_awaited), and arrivals publish where this one runs.
   NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks,
-             unsigned store_modes)
+             unsigned store_modes, bool track_cpus)
       : seg_(std::move(seg)),
         chunk_(chunk),
         nchunks_(nchunks),
-        stride_(kSmallStride + nchunks * chunk) {
+        stride_(kSmallStride + nchunks * chunk),
+        track_cpus_(track_cpus) {
     // A burst of 2 calls in 64 re-measures the other kind of store: its first call pays
     // for lines the last one left in the wrong place, the second shows its speed.
     for (auto& c : store_choice_) c = StoreChoice(store_modes, {.period = 64, .burst = 2});
@@ -101,7 +104,7 @@ public:
   std::uint64_t next_gen() { return ++gen_; }
 
   void arrive_and_wait(const CommImpl& c, std::uint64_t g) {
-    publish_cpu(c);
+    if (track_cpus_) publish_cpu(c);
     flag(c.rank(), g).gen.store(g, std::memory_order_release);
     wait_all(
         c, [&](int q) -> std::atomic<std::uint64_t>& { return flag(q, g).gen; }, g);
@@ -125,7 +128,7 @@ public:
           b - kBcastSlots);
     }
     copy_bytes(bcast_slot(c.rank(), b), buf, bytes);
-    publish_cpu(c);
+    if (track_cpus_) publish_cpu(c);
     published_line(c.rank()).store(b, std::memory_order_release);
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
@@ -134,7 +137,7 @@ public:
     wait_one(
         c, [this](int q) -> std::atomic<std::uint64_t>& { return published_line(q); }, root, b);
     copy_bytes(buf, bcast_slot(root, b), bytes);
-    publish_cpu(c);
+    if (track_cpus_) publish_cpu(c);
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
 
@@ -146,7 +149,7 @@ public:
   }
   static std::uint64_t mark(std::uint64_t round, int phase) { return 3 * round + phase; }
   void set_mark(const CommImpl& c, std::uint64_t v) {
-    publish_cpu(c);
+    if (track_cpus_) publish_cpu(c);
     round_line(c.rank()).store(v, std::memory_order_release);
   }
   // Waits until rank `who` (every rank when -1) has reached mark v.
@@ -249,8 +252,9 @@ private:
   }
 
   // Where ranks run, for oversubscribed waits. Each rank publishes the CPU it runs on (+1;
-  // 0 = unknown) when it arrives or marks progress and whenever a wait asks. A rank waiting
-  // for others keeps its core while every rank it waits for was last seen on another CPU:
+  // 0 = unknown) when it arrives or marks progress (only when ranks outnumber cores: nothing
+  // reads it otherwise) and whenever a wait asks. A rank waiting for others keeps its core
+  // while every rank it waits for was last seen on another CPU:
   // those are running there, or queued behind ranks that will give that core away when they
   // wait in turn; yielding here would only hand this core to a rank that waits as well. A
   // rank it waits for that was last seen on this CPU is queued behind this one: yield to it
@@ -279,6 +283,7 @@ private:
 
   std::unique_ptr<rt::NodeSegment> seg_;
   std::size_t chunk_, nchunks_, stride_;
+  bool track_cpus_;
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0;
   std::array<StoreChoice, 5> store_choice_;
   int store_mode_ = kCached;
@@ -325,7 +330,8 @@ NodeShared* node_shared(const CommImpl& c) {
   const unsigned store_modes = store == rt::CollStore::cached      ? 1u << NodeShared::kCached
                                : store == rt::CollStore::streaming ? 1u << NodeShared::kStreaming
                                                                    : 0b11u;
-  auto ns = std::make_shared<NodeShared>(std::move(seg), chunk, nchunks, store_modes);
+  auto ns = std::make_shared<NodeShared>(std::move(seg), chunk, nchunks, store_modes,
+                                         ctx.params().wait_mode != rt::WaitMode::poll);
   state = ns;
   return ns.get();
 }
