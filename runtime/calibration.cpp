@@ -15,8 +15,8 @@ std::vector<std::byte> encode_calibration(const Calibration& c) {
   int n = 0;
   if (c.figures) {
     const LinkFigures& f = *c.figures;
-    n = std::snprintf(buf, sizeof buf, "ok %a %a %a %a %a", f.bw_Bps, f.rtt_us, f.copy_bw_Bps,
-                      f.rndv_setup_us, c.took_us);
+    n = std::snprintf(buf, sizeof buf, "ok %a %a %a %a %a %a", f.bw_Bps, f.rtt_us, f.copy_bw_Bps,
+                      f.rndv_setup_us, f.get_bw_Bps, c.took_us);
   } else {
     n = std::snprintf(buf, sizeof buf, "no %a %s", c.took_us, c.reason.c_str());
   }
@@ -46,6 +46,7 @@ Calibration decode_calibration(std::span<const std::byte> value) {
     f.rtt_us = number();
     f.copy_bw_Bps = number();
     f.rndv_setup_us = number();
+    f.get_bw_Bps = number();
     c.took_us = number();
     if (*p != '\0') throw bad();
     c.figures = f;

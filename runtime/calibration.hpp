@@ -21,7 +21,7 @@ struct Calibration {
   double took_us = 0;                  // the measuring rank's time, bootstrap exchange excluded
 };
 
-// Wire form of a Calibration (a bootstrap value): "ok <bw> <rtt> <copy> <setup> <took>" with
+// Wire form of a Calibration (a bootstrap value): "ok <bw> <rtt> <copy> <setup> <get> <took>" with
 // hexadecimal floats (exact), or "no <took> <reason>".
 std::vector<std::byte> encode_calibration(const Calibration& c);
 // Throws rmp::Error(bootstrap) naming the text when it is not such a value.

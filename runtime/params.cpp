@@ -50,6 +50,7 @@ enum class Knob : std::size_t {
   max_rtt_ms,
   srq_safety,
   copy_bw,
+  get_bw,
   rndv_setup_us,
   tune,
   allreduce_compress,
@@ -269,14 +270,16 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .field = &Params::eager_threshold, .min = 0, .max = 1 * MiB,
      .formula = [](Resolver& r) -> double {
        return static_cast<double>(eager_threshold_formula(
-           r.get(Knob::link_bw), r.get(Knob::link_rtt_us), r.get(Knob::rndv_setup_us)));
+           r.get(Knob::copy_bw), r.get(Knob::link_bw), r.get(Knob::get_bw),
+           r.get(Knob::link_rtt_us), r.get(Knob::rndv_setup_us)));
      },
-     // The copy eager adds is a copy from one core to the other (into the ring, out on the
-     // other side), so its speed is link_bw, not a local memcpy (copy_bw): with copy_bw
-     // (43 GB/s calibrated here) the threshold came out at ~115 KB, and 64 KiB messages ran
-     // at 3.3 (far) / 18 (near) GB/s eager against 7.6 / 24 by rendezvous.
-     .formula_text = "link_bw x (link_rtt_us + rndv_setup_us) / 1e6: where rendezvous's extra "
-                     "handshake costs less than eager's extra copy",
+     // Measured on shm (2 ranks, interleaved, near / far placement of the two cores): the
+     // earlier form link_bw x (rtt + setup) gave ~30 KB near and ~12 KB far; eager up to 128
+     // KiB was then 0.6-0.9x rendezvous's latency at 16-128 KiB near, while far eager above
+     // ~16 KiB was 1.4-2.9x slower (the single copy outruns the cores' cache traffic there).
+     // This form gives ~80 KB near and ~17 KB far from the same calibration.
+     .formula_text = "(link_rtt_us + rndv_setup_us) / 1e6 / (1/copy_bw + 1/link_bw - 1/get_bw): "
+                     "where rendezvous's extra handshake costs less than eager's extra copy",
      .meaning = {"unexpected sends up to it are buffered", "eager-copy through ring slots",
                  "eager-copy through the socket", "eager-copy through bounce buffers"},
      .help = "Messages up to this size are copied eagerly; larger ones use rendezvous-get "
@@ -394,11 +397,21 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .help = "Head-room factor of srq_size over the lanes' receive credits (1.3-1.5)."},
     {.id = Knob::copy_bw, .name = "copy_bw", .type = Type::real, .unit = "bytes/s",
      .field = &Params::copy_bw, .default_value = 10e9, .min = 1e6, .max = 1e13,
+     .declared = {std::nullopt, 40e9, std::nullopt, std::nullopt},
      .calibrated = &LinkFigures::copy_bw_Bps,
      .meaning = {"memcpy bandwidth", "memcpy bandwidth", "memcpy bandwidth",
                  "memcpy bandwidth (bounce buffers)"},
      .help = "Memory-copy bandwidth (1e6-1e13 bytes/s), calibrated at start-up; used by the "
              "cost model to choose between copy paths."},
+    {.id = Knob::get_bw, .name = "get_bw", .type = Type::real, .unit = "bytes/s",
+     .field = &Params::get_bw, .min = 1e6, .max = 1e13,
+     .formula = [](Resolver& r) -> double { return r.get(Knob::link_bw); },
+     .formula_text = "link_bw (the get moves the payload over the link once)",
+     .calibrated = &LinkFigures::get_bw_Bps,
+     .meaning = {"", "the faster of the chunk copy and the single copy (process_vm_readv)",
+                 "speed of an emulated get", "speed of an RDMA read"},
+     .help = "Speed of a rendezvous get (1e6-1e13 bytes/s): calibrated on shm, else link_bw. "
+             "Feeds eager_threshold."},
     {.id = Knob::rndv_setup_us, .name = "rndv_setup_us", .type = Type::real, .unit = "us",
      .field = &Params::rndv_setup_us, .default_value = 1, .min = 0, .max = 1e6,
      .declared = {std::nullopt, 1.0, std::nullopt, std::nullopt},
@@ -871,8 +884,11 @@ std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::siz
 
 double spin_us_formula(double link_rtt_us) { return std::max(1.0, 2 * link_rtt_us); }
 
-std::size_t eager_threshold_formula(double link_bw_Bps, double link_rtt_us, double rndv_setup_us) {
-  return to_size(round_up(link_bw_Bps * (link_rtt_us + rndv_setup_us) * 1e-6));
+std::size_t eager_threshold_formula(double copy_bw_Bps, double link_bw_Bps, double get_bw_Bps,
+                                    double link_rtt_us, double rndv_setup_us) {
+  // Per byte, what eager pays beyond rendezvous; ≥ 1/copy_bw > 0 while get_bw ≥ link_bw.
+  const double extra = 1 / copy_bw_Bps + 1 / link_bw_Bps - 1 / std::max(get_bw_Bps, link_bw_Bps);
+  return to_size(round_up((link_rtt_us + rndv_setup_us) * 1e-6 / extra));
 }
 std::string json_quoted(std::string_view s) { return json_string(s); }
 

@@ -36,6 +36,7 @@ struct LinkFigures {
   double rtt_us = 0;
   double copy_bw_Bps = 0;
   double rndv_setup_us = 0;
+  double get_bw_Bps = 0;
 };
 
 // Effective values used on the data path.
@@ -66,6 +67,7 @@ struct Params {
   double srq_safety = 0;
   double copy_bw = 0;  // bytes/s
   double rndv_setup_us = 0;  // µs
+  double get_bw = 0;         // bytes/s
   bool tune_adaptive = false;  // RMP_TUNE=adaptive (runtime/tuner.hpp)
   Compression allreduce_compress = Compression::none;
 };
@@ -111,12 +113,17 @@ std::size_t srq_size_formula(std::size_t rq_depth, std::size_t lanes, double srq
 std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::size_t sq_depth,
                              std::size_t rq_depth);
 double spin_us_formula(double link_rtt_us);
-// The size where rendezvous starts to pay: its extra handshake (RTS out, FIN back: one round
-// trip, plus the cost of setting up the get) against the extra copy eager makes (the payload
-// goes through a buffer both cores touch: size / link_bw, the copy speed between the cores).
+// The size where rendezvous starts to pay. Eager moves the payload through a buffer: a copy
+// into it (size / copy_bw) and the transfer out of it (size / link_bw), one after the other.
+// Rendezvous pays a handshake instead (RTS out, FIN back: one round trip, plus the cost of
+// setting up the get) and moves the payload once, at the get's speed (size / get_bw; on shm
+// the faster of the pipelined chunk copy, whose two copies overlap, and the single copy).
 // Equal at
-//   eager_threshold = link_bw × (link_rtt_us + rndv_setup_us) × 1e-6   (bytes)
-std::size_t eager_threshold_formula(double link_bw_Bps, double link_rtt_us, double rndv_setup_us);
+//   eager_threshold = (link_rtt_us + rndv_setup_us) × 1e-6 / (1/copy_bw + 1/link_bw − 1/get_bw)
+// With get_bw = link_bw (a NIC's read; shm when the chunk copy is the faster) that is
+// copy_bw × (link_rtt_us + rndv_setup_us): the handshake against the copy into the buffer.
+std::size_t eager_threshold_formula(double copy_bw_Bps, double link_bw_Bps, double get_bw_Bps,
+                                    double link_rtt_us, double rndv_setup_us);
 
 // Names of every knob (for the launcher's --param validation and rinfo).
 std::vector<std::string_view> knob_names();

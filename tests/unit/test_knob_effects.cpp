@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -35,12 +36,10 @@ const std::set<std::string> kTested = {
     "sq_depth",         "rq_depth",      "inline_threshold", "eager_threshold",
     "fragment_size",    "header_overhead", "pipeline_depth", "spin_us",
     "wait_mode",        "connect",       "link_bw",          "link_rtt_us",
-    "expected_concurrency", "rndv_setup_us", "tune"};
+    "expected_concurrency", "rndv_setup_us", "tune",  "copy_bw",          "get_bw"};
 
 // Knobs that apply on shm but that no counter observes, with where they are shown instead.
 const std::map<std::string, std::string> kNotObservedOnShm = {
-    {"copy_bw", "only the collectives' cost model reads it (gamma, delta): the algorithm "
-                "choice it moves is tested in CollSelect.*"},
     {"allreduce_compress", "applied by the API layer (rmp::Comm::allreduce), not by p2p: "
                            "rmp_tuning_itest.*.compressbf16 shows it rounding results"}};
 
@@ -196,22 +195,31 @@ TEST(KnobEffects, FragmentSize_SetsRendezvousFragmentCount) {
   }
 }
 
-// eager_threshold's formula: link_bw x (link_rtt_us + rndv_setup_us). With rtt 0.5 us, a
-// 12000-byte message is eager at 10 GB/s x 1.5 us = 15000 and rendezvous at
-// 10 GB/s x 0.6 us = 6000 or 4 GB/s x 1.5 us = 6000.
-TEST(KnobEffects, LinkBwAndRndvSetup_MoveTheEagerThresholdThroughItsFormula) {
+// eager_threshold's formula: (link_rtt_us + rndv_setup_us) / (1/copy_bw + 1/link_bw -
+// 1/get_bw). With rtt 0.5 us and link_bw = get_bw it is copy_bw x (rtt + setup): a 12000-byte
+// message is eager at 10 GB/s x 1.5 us = 15000 and rendezvous at 10 GB/s x 0.6 us = 6000 or
+// 4 GB/s x 1.5 us = 6000. A get at 20 GB/s over a 4 GB/s link: 1.5e-6 / (1e-10 + 2.5e-10 -
+// 0.5e-10) = 5000, rendezvous; over a 20 GB/s link: 15000 again, eager.
+TEST(KnobEffects, EagerThresholdInputs_MoveItThroughItsFormula) {
   FixedLink link;
   ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
-  const auto eager_sends = [](const char* link_bw, const char* setup) {
+  const auto eager_sends = [](const char* copy_bw, const char* link_bw, const char* get_bw,
+                              const char* setup) {
+    ScopedEnv cb("RMP_COPY_BW", copy_bw);
     ScopedEnv bw("RMP_LINK_BW", link_bw);
+    std::optional<ScopedEnv> gb;
+    if (get_bw) gb.emplace("RMP_GET_BW", get_bw);
     ScopedEnv su("RMP_RNDV_SETUP_US", setup);
     const Counters c = one_message(12000)[0];
     EXPECT_EQ(c.msgs_eager + c.msgs_rndv, 1u);
     return c.msgs_eager;
   };
-  EXPECT_EQ(eager_sends("10000000000", "1"), 1u);
-  EXPECT_EQ(eager_sends("10000000000", "0.1"), 0u) << "rndv_setup_us";
-  EXPECT_EQ(eager_sends("4000000000", "1"), 0u) << "link_bw";
+  EXPECT_EQ(eager_sends("1e10", "2e10", nullptr, "1"), 1u);
+  EXPECT_EQ(eager_sends("1e10", "2e10", nullptr, "0.1"), 0u) << "rndv_setup_us";
+  EXPECT_EQ(eager_sends("4e9", "2e10", nullptr, "1"), 0u) << "copy_bw";
+  EXPECT_EQ(eager_sends("1e10", "4e9", nullptr, "1"), 1u) << "get_bw follows link_bw";
+  EXPECT_EQ(eager_sends("1e10", "4e9", "2e10", "1"), 0u) << "get_bw";
+  EXPECT_EQ(eager_sends("1e10", "2e10", "2e10", "1"), 1u) << "link_bw";
 }
 
 // tune=adaptive explores a neighbouring protocol for some messages near the switch point;

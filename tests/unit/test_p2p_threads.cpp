@@ -1,6 +1,7 @@
 // p2p over the real shm transport with ranks as threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -51,7 +52,10 @@ TEST(P2pThreads, Exchange_AllProtocolSizes_TwoAndFourRanks) {
 TEST(P2pThreads, UnexpectedFlood_StaysWithinCredits) {
   run_thread_ranks(2, [](ThreadRank& t) {
     auto& e = t.engine;
-    const int count = 20000;
+    // At least 20 000 messages, and at least twice what the eager credit covers (each is
+    // charged a line for its payload and a line for its record), so that the sender stalls.
+    const auto& p = t.ctx.params();
+    const int count = static_cast<int>(std::max<std::size_t>(20000, 2 * p.rq_depth * p.eager_threshold / 128));
     if (t.world.rank() == 0) {
       std::vector<int> v(count);
       std::iota(v.begin(), v.end(), 0);
@@ -69,7 +73,6 @@ TEST(P2pThreads, UnexpectedFlood_StaysWithinCredits) {
         e.wait(e.irecv(t.world, Channel::user, &x, sizeof x, 0, 1));
         ASSERT_EQ(x, i);
       }
-      const auto& p = t.ctx.params();
       EXPECT_LE(t.ctx.counters().unexpected_eager_bytes_peak, p.rq_depth * p.eager_threshold);
     }
   });

@@ -104,17 +104,22 @@ TEST(ParamsFormula, QueueDepths_MatchHandComputedValues) {
   EXPECT_DOUBLE_EQ(spin_us_formula(2.0), 4.0);
 }
 
-// eager_threshold = copy_bw x (link_rtt_us + rndv_setup_us) / 1e6: the size whose extra
-// eager copy (size / copy_bw) costs as much as rendezvous's extra handshake.
+// eager_threshold = (link_rtt_us + rndv_setup_us) / 1e6 / (1/copy_bw + 1/link_bw - 1/get_bw):
+// the size whose extra eager copy costs as much as rendezvous's extra handshake. Arguments:
+// copy_bw, link_bw, get_bw, link_rtt_us, rndv_setup_us.
 TEST(ParamsFormula, EagerThreshold_WhereHandshakeCostsAsMuchAsTheCopy) {
-  EXPECT_EQ(eager_threshold_formula(10e9, 0.5, 1.0), 15000u);   // shm declared figures
-  EXPECT_EQ(eager_threshold_formula(10e9, 2.0, 1.0), 30000u);   // global defaults
-  EXPECT_EQ(eager_threshold_formula(20e9, 0.3, 0.7), 20000u);   // 20e9 x 1e-6
-  EXPECT_EQ(eager_threshold_formula(12.5e9, 0.4, 0.9), 16250u); // 12.5e9 x 1.3e-6
-  EXPECT_EQ(eager_threshold_formula(3e9, 0.1, 0.2), 900u);      // 3e9 x 0.3e-6, exact
-  EXPECT_EQ(eager_threshold_formula(1e9, 0.0001, 0), 1u);       // 0.1 B rounds up
-  EXPECT_EQ(eager_threshold_formula(10e9, 0, 0), 0u);
-  EXPECT_EQ(eager_threshold_formula(1e13, 1000, 0), 10000000000u);  // unclamped here
+  // get_bw = link_bw: copy_bw x (rtt + setup).
+  EXPECT_EQ(eager_threshold_formula(40e9, 20e9, 20e9, 0.5, 1.0), 60000u);    // shm declared
+  EXPECT_EQ(eager_threshold_formula(10e9, 12.5e9, 12.5e9, 2.0, 1.0), 30000u);  // global defaults
+  EXPECT_EQ(eager_threshold_formula(45e9, 17e9, 17e9, 0.12, 1.66), 80100u);  // shm, near cores
+  // A get faster than the link (shm's single copy when the cores are far apart): eager's
+  // transfer at link speed costs more than the get's, 1/40e9 + 1/5e9 - 1/10e9 = 1.25e-10 s/B.
+  EXPECT_EQ(eager_threshold_formula(40e9, 5e9, 10e9, 0.4, 1.6), 16000u);
+  // A get slower than the link is never chosen over the chunk copy: taken as link speed.
+  EXPECT_EQ(eager_threshold_formula(10e9, 20e9, 5e9, 0.5, 0.5), 10000u);
+  EXPECT_EQ(eager_threshold_formula(1e9, 1e9, 1e9, 0.0001, 0), 1u);  // 0.1 B rounds up
+  EXPECT_EQ(eager_threshold_formula(10e9, 10e9, 10e9, 0, 0), 0u);
+  EXPECT_EQ(eager_threshold_formula(1e13, 1e13, 1e13, 1000, 0), 10000000000u);  // unclamped here
 }
 
 // ---- Defaults and formulas through resolve_params -----------------------------------------------
@@ -134,7 +139,7 @@ TEST(ParamsResolve, GlobalDefaults_DeriveQueuesFromFormulas) {
   EXPECT_DOUBLE_EQ(p.spin_us, 4.0);
   EXPECT_DOUBLE_EQ(p.max_rtt_ms, 0.008);
   EXPECT_EQ(p.wait_mode, WaitMode::poll);
-  EXPECT_EQ(p.eager_threshold, 37500u);  // link_bw 12.5e9 B/s x (2 + 1) us
+  EXPECT_EQ(p.eager_threshold, 30000u);  // copy_bw 10e9 B/s x (2 + 1) us (get_bw = link_bw)
   EXPECT_EQ(p.fragment_size, 131072u);
   EXPECT_EQ(p.lanes, 1u);
   EXPECT_TRUE(p.srq);
@@ -158,7 +163,10 @@ TEST(ParamsResolve, Shm_UsesDeclaredShmLinkFigures) {
   EXPECT_EQ(row(set, "link_rtt_us").value, "0.5");
   EXPECT_EQ(row(set, "link_bw").source, "default");
   EXPECT_DOUBLE_EQ(set.values.rndv_setup_us, 1.0);
-  EXPECT_EQ(set.values.eager_threshold, 30000u);  // link_bw 20e9 x (0.5 + 1.0) us
+  EXPECT_DOUBLE_EQ(set.values.copy_bw, 40e9);
+  EXPECT_DOUBLE_EQ(set.values.get_bw, 20e9);  // link_bw
+  EXPECT_EQ(row(set, "get_bw").source, "formula");
+  EXPECT_EQ(set.values.eager_threshold, 60000u);  // copy_bw 40e9 x (0.5 + 1.0) us
 }
 
 TEST(ParamsResolve, PipelineDepth_FromLinkFiguresAndFragment) {
@@ -342,10 +350,17 @@ TEST(ParamsPrecedence, EagerThreshold_FromCalibratedFigures_ClampedExplicitWins)
   in.calibrated = LinkFigures{.bw_Bps = 30e9, .rtt_us = 0.4, .copy_bw_Bps = 25e9,
                               .rndv_setup_us = 1.2};
   ParamSet set = resolve_params(in);
-  EXPECT_EQ(set.values.eager_threshold, 48000u);  // link_bw 30e9 x 1.6e-6
+  EXPECT_EQ(set.values.eager_threshold, 40000u);  // copy_bw 25e9 x 1.6e-6 (get_bw = link_bw)
   EXPECT_EQ(row(set, "eager_threshold").source, "formula");
   EXPECT_EQ(row(set, "rndv_setup_us").source, "calibrated");
   EXPECT_EQ(row(set, "copy_bw").source, "calibrated");
+  EXPECT_EQ(row(set, "get_bw").source, "formula");  // not measured: link_bw
+
+  // A measured get faster than the link: 1.6e-6 / (1/25e9 + 1/30e9 - 1/60e9).
+  in.calibrated->get_bw_Bps = 60e9;
+  set = resolve_params(in);
+  EXPECT_EQ(row(set, "get_bw").source, "calibrated");
+  EXPECT_EQ(set.values.eager_threshold, 28236u);
 
   // A slow link pushes the formula past the knob's range: clamped to 1 MiB, with a note.
   in.env["RMP_LINK_RTT_US"] = "1000";
@@ -510,6 +525,7 @@ TEST(ParamsNames, KnobNamesAreTheContractInTableOrder) {
                                                "max_rtt_ms",
                                                "srq_safety",
                                                "copy_bw",
+                                               "get_bw",
                                                "rndv_setup_us",
                                                "tune",
                                                "allreduce_compress"};

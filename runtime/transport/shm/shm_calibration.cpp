@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,10 @@ constexpr int kRttBatches = 12;
 constexpr int kCopyRepeats = 8;
 constexpr int kSetupRepeats = 16;
 constexpr std::size_t kSetupBytes = 64;
+// The single copy of a rendezvous get: kGetBytes the partner has written, read with
+// process_vm_readv kGetRepeats times after an untimed first read.
+constexpr std::size_t kGetBytes = 64 * 1024;
+constexpr int kGetRepeats = 4;
 constexpr auto kShareTimeout = std::chrono::seconds(120);
 
 enum State : std::uint32_t { kWaiting = 0, kJoined = 1, kAbandoned = 2, kDone = 3 };
@@ -55,9 +60,11 @@ struct Shared {
   alignas(64) std::atomic<std::uint64_t> pong;
   alignas(64) std::atomic<std::uint64_t> produced;
   alignas(64) std::atomic<std::uint64_t> consumed;
+  alignas(64) std::atomic<std::uint64_t> fill_req;  // owner: write the get area with this byte
+  alignas(64) std::atomic<std::uint64_t> filled;    // partner: done
 };
 static_assert(sizeof(Shared) <= kPage);
-constexpr std::size_t kSegmentBytes = kPage + kSlots * kChunk;
+constexpr std::size_t kSegmentBytes = kPage + kSlots * kChunk + kGetBytes;
 
 std::size_t ready_size(const void* header) {
   const auto* s = static_cast<const Shared*>(header);
@@ -67,6 +74,8 @@ std::size_t ready_size(const void* header) {
 std::string segment_name(const JobIdentity& id) {
   return "/rmp-" + id.job_id + "-n" + std::to_string(id.node_id) + "-calib";
 }
+
+std::byte* get_area(Shared* s) { return reinterpret_cast<std::byte*>(s) + kPage + kSlots * kChunk; }
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -117,9 +126,10 @@ double measure_get_setup_us(bool cma) {
   return median(us);
 }
 
-// The owner's side once the partner joined: round trips of a shared line, then the pipelined
-// copy. Returns false when the deadline passed first.
-bool measure_pair(Shared* s, Clock::time_point deadline, LinkFigures& f) {
+// The owner's side once the partner joined: round trips of a shared line, the pipelined copy,
+// then (with cross-memory attach) the single copy. Returns false when the deadline passed first.
+bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, std::span<std::byte> dst,
+                  LinkFigures& f) {
   std::vector<double> batches;
   std::uint64_t seq = 0;
   for (int b = 0; b < kRttBatches; ++b) {
@@ -158,7 +168,31 @@ bool measure_pair(Shared* s, Clock::time_point deadline, LinkFigures& f) {
   }
   const double took = seconds(Clock::now() - start);
   f.bw_Bps = took > 0 ? static_cast<double>(kTimedChunks * kChunk) / took : 0;
-  return f.bw_Bps > 0 && f.rtt_us > 0;
+  if (f.bw_Bps <= 0 || f.rtt_us <= 0) return false;
+
+  // A get takes the faster of the chunk copy (just measured) and the single copy: of a buffer
+  // the partner wrote once and that is read again and again, as a rendezvous send of a reused
+  // buffer is (the first read is not timed).
+  f.get_bw_Bps = f.bw_Bps;
+  if (!cma) return true;
+  s->fill_req.store(1, std::memory_order_release);
+  while (s->filled.load(std::memory_order_acquire) != 1) {
+    cpu_relax();
+    if (Clock::now() > deadline) return false;
+  }
+  std::vector<double> rates;
+  for (int i = 0; i <= kGetRepeats; ++i) {
+    iovec l{dst.data(), dst.size()};
+    iovec r{get_area(s), kGetBytes};
+    const Clock::time_point t0 = Clock::now();
+    const ssize_t n = ::process_vm_readv(::getpid(), &l, 1, &r, 1, 0);
+    const double t = seconds(Clock::now() - t0) - f.rndv_setup_us * 1e-6;
+    if (n != static_cast<ssize_t>(kGetBytes)) return true;  // refused: the chunk copy it is
+    if (i > 0 && t > 0) rates.push_back(static_cast<double>(kGetBytes) / t);
+    if (Clock::now() > deadline) return false;
+  }
+  if (!rates.empty()) f.get_bw_Bps = std::max(f.bw_Bps, median(rates));
+  return true;
 }
 
 Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions& opt) {
@@ -183,7 +217,8 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
   LinkFigures f;
   f.copy_bw_Bps = measure_copy_bw();
   f.rndv_setup_us = measure_get_setup_us(opt.cma);
-  std::memset(chunk(s, 0), 0, kSlots * kChunk);  // fault the owner's side in
+  std::memset(chunk(s, 0), 0, kSlots * kChunk + kGetBytes);  // fault the owner's side in
+  std::vector<std::byte> get_dst(kGetBytes, std::byte{1});
 
   const Clock::time_point arrive_by = t_begin + opt.arrival_wait;
   while (s->state.load(std::memory_order_acquire) == kWaiting && Clock::now() < arrive_by)
@@ -195,7 +230,7 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
     return finish("local rank 1 did not arrive within " +
                   std::to_string(opt.arrival_wait.count() / 1000) + " ms");
 
-  const bool ok = measure_pair(s, Clock::now() + opt.budget, f);
+  const bool ok = measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0, get_dst, f);
   s->state.store(ok ? kDone : kAbandoned, std::memory_order_release);
   if (!ok)
     return finish("local rank 1 was not scheduled within the " +
@@ -224,7 +259,7 @@ void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& 
   // to it rather than spin against it.
   const Clock::time_point deadline = Clock::now() + opt.arrival_wait + 2 * opt.budget;
   std::vector<std::byte> dst(kChunk);
-  std::uint64_t answered = 0, consumed = 0;
+  std::uint64_t answered = 0, consumed = 0, filled = 0;
   for (std::uint32_t polls = 0; s->state.load(std::memory_order_acquire) == kJoined; ++polls) {
     const std::uint64_t ping = s->ping.load(std::memory_order_acquire);
     if (ping != answered) {
@@ -235,6 +270,12 @@ void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& 
     if (s->produced.load(std::memory_order_acquire) > consumed) {
       std::memcpy(dst.data(), chunk(s, consumed), kChunk);
       s->consumed.store(++consumed, std::memory_order_release);
+      continue;
+    }
+    if (const std::uint64_t req = s->fill_req.load(std::memory_order_acquire); req != filled) {
+      filled = req;
+      std::memset(get_area(s), static_cast<int>(req), kGetBytes);
+      s->filled.store(req, std::memory_order_release);
       continue;
     }
     if (answered == 0) std::this_thread::yield();

@@ -1,8 +1,10 @@
 // Calibration of the shared-memory transport (DESIGN §5): local ranks 0 and 1 of node 0 meet in
 // a small segment of their own and measure, within a fixed budget, the round trip of a shared
 // cache line (link_rtt_us), the bandwidth of a pipelined copy through shared chunks (link_bw),
-// memcpy bandwidth (copy_bw) and the cost of starting a single-copy get (rndv_setup_us). Local
-// rank 0 of node 0 publishes the figures; every rank of the job uses them.
+// memcpy bandwidth (copy_bw), the cost of starting a single-copy get (rndv_setup_us) and the
+// speed of a get (get_bw: the faster of the chunk copy and the single copy of data the other
+// rank has just written). Local rank 0 of node 0 publishes the figures; every rank of the job
+// uses them.
 #pragma once
 
 #include <chrono>
@@ -14,7 +16,7 @@ namespace rmp::rt {
 
 struct ShmCalibrationOptions {
   bool enabled = true;  // RMP_CALIBRATE
-  bool cma = true;      // RMP_SHM_CMA: measure the single-copy get's start-up cost
+  bool cma = true;      // RMP_SHM_CMA: measure the single-copy get (start-up cost, speed)
   // How long the measuring ranks wait for each other to arrive, and the measurement's own
   // budget once both are there. Past either, the job runs on declared figures.
   std::chrono::microseconds arrival_wait{20000};
