@@ -232,7 +232,7 @@ TEST(ProtocolTuner, FasterRendezvous_BucketSwitches) {
 // ---- The shm get tuner's grid ------------------------------------------------------------------
 
 TEST(GetTuner, CandidatesAroundTheStaticSetting_PairGeometryHoldsTheLargest) {
-  shm::GetTuner t(128 * 1024, 2, true);
+  shm::GetTuner t(128 * 1024, 2, 1 << 20, true);
   EXPECT_EQ(t.max_fragment(), 256u * 1024);
   EXPECT_EQ(t.max_depth(), 8u);
   const shm::GetTuner::Pick p = t.pick(1 << 20);
@@ -242,13 +242,19 @@ TEST(GetTuner, CandidatesAroundTheStaticSetting_PairGeometryHoldsTheLargest) {
   EXPECT_FALSE(p.retuned);
   EXPECT_FALSE(t.pick(8 * 1024).tuned);  // one small chunk: nothing to tune
 
-  shm::GetTuner off(128 * 1024, 2, false);
+  shm::GetTuner off(128 * 1024, 2, 1 << 20, false);
   EXPECT_FALSE(off.pick(1 << 20).tuned);
   EXPECT_EQ(off.pick(1 << 20).fragment, 128u * 1024);
 
-  shm::GetTuner edge(1 << 20, 16, true);  // at the limits: nothing above them
+  shm::GetTuner edge(1 << 20, 16, 16 << 20, true);  // at the limits: nothing above them
   EXPECT_EQ(edge.max_fragment(), std::size_t{1} << 20);
   EXPECT_EQ(edge.max_depth(), 16u);
+
+  // Fragments stay within half the pair's ring (the shm defaults: 512 KiB x 2 chunks), so a
+  // tuned pair's ring is no larger than the static one.
+  shm::GetTuner shm_defaults(512 * 1024, 2, 1 << 20, true);
+  EXPECT_EQ(shm_defaults.max_fragment(), 512u * 1024);
+  EXPECT_EQ(shm_defaults.pick(4 << 20).fragment, 512u * 1024);
 }
 
 }  // namespace

@@ -22,9 +22,11 @@ public:
   static constexpr std::size_t kMinTunedBytes = 16 * 1024;
 
   // `fragment` and `depth` are the static setting (the knobs); candidates are a factor of 4
-  // below and 2 (fragment) or 4 (depth) above it, within the limits above.
-  GetTuner(std::size_t fragment, std::size_t depth, bool enabled)
-      : fragments_(candidates(fragment, {4, 2}, kMinFragment, kMaxFragment)),
+  // below and 2 (fragment) or 4 (depth) above it, within the limits above, and fragments at
+  // most half of `ring` bytes (the pair's chunk ring: two fragments in flight at least).
+  GetTuner(std::size_t fragment, std::size_t depth, std::size_t ring, bool enabled)
+      : fragments_(candidates(fragment, {4, 2}, kMinFragment,
+                              std::clamp(ring / 2, kMinFragment, kMaxFragment))),
         depths_(candidates(depth, {4, 4}, kMinDepth, kMaxDepth)),
         hill_({static_cast<std::uint8_t>(fragments_.size()),
                static_cast<std::uint8_t>(depths_.size()), 1}) {

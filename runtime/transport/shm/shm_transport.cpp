@@ -648,19 +648,20 @@ int ShmEndpoint::advance() {
 // ---------------------------------------------------------------------------------------------
 
 // Chunks in the byte ring of a tuned pair (RMP_TUNE=adaptive): chunks of the largest candidate
-// fragment, but no more of them than twice the static ring's bytes hold. Larger windows the
-// tuner tries clamp to the ring. A ring sized for the largest fragment × the largest depth
-// (8 MiB by default) made consecutive gets walk through that much memory, every chunk cold:
-// 64 KiB gets fell from 29 to 13 GB/s under the tuner, which then looked worse than the split
-// copy (measured, interleaved).
+// fragment, as many as the static ring's bytes hold; larger windows the tuner tries clamp to
+// the ring. Consecutive gets walk through the whole ring, so a larger ring is colder: sized
+// for the largest fragment x the largest depth (8 MiB by default), 64 KiB gets fell from 29 to
+// 13 GB/s; at twice the static ring (2 MiB) they still ran at 12.7 against 22 GB/s static,
+// as static rings of 2 MiB and more do (fragment_size 1 MiB or pipeline_depth 16; measured
+// with benchmarks/tune-proof, interleaved).
 std::size_t tuned_nchunks(const ShmConfig& cfg, std::size_t chunk) {
-  return std::clamp<std::size_t>(2 * cfg.chunk_bytes * cfg.nchunks / chunk, 2, 16);
+  return std::clamp<std::size_t>(cfg.chunk_bytes * cfg.nchunks / chunk, 2, 16);
 }
 
 ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c)
     : id_(id), cfg_(cfg), sink_(sink), c_(c), cma_ok_(cfg.cma),
       chooser_(cfg.cma ? 0b111u : 1u << static_cast<int>(CopyChooser::Mode::chunks)),
-      get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.tune),
+      get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * cfg.nchunks, cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
                                 : cfg.chunk_bytes),
       seg_nchunks_(cfg.tune ? tuned_nchunks(cfg, seg_chunk_bytes_) : cfg.nchunks) {
