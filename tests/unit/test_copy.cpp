@@ -101,6 +101,22 @@ TEST(CopyChooser, SizeClassesAreIndependent) {
   EXPECT_GT(small[1], 400);
 }
 
+// The first uses of a mechanism fault pages in and find caches cold; one such use must not
+// make the faster mechanism lose for hundreds of uses after.
+TEST(CopyChooser, ColdFirstUsesDoNotHideTheFastest) {
+  CopyChooser c;
+  const std::size_t bytes = 1 << 20;
+  std::vector<int> uses(3);
+  for (int i = 0; i < 400; ++i) {
+    const Mode m = c.choose(bytes);
+    ++uses[static_cast<int>(m)];
+    // chunks is the fastest (30 GB/s), but its first three uses ran at 1 GB/s.
+    const FakeRates r{8e9, uses[1] <= 3 ? 1e9 : 30e9, 16e9};
+    c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
+  }
+  EXPECT_GT(uses[1], 320) << "single " << uses[0] << ", split " << uses[2];
+}
+
 TEST(CopyChooser, UsesOnlyEnabledMechanisms) {
   CopyChooser c(1u << static_cast<int>(Mode::chunks));  // no cross-memory attach
   const auto uses = run(c, {80e9, 1e9, 80e9}, 1 << 20, 500);
