@@ -18,6 +18,10 @@ void copy_large(void* dst, const void* src, std::size_t n);
 // before anything the caller stores afterwards (no overlap).
 void copy_streaming(void* dst, const void* src, std::size_t n);
 
+// src into both a and b (no overlap among the three): one read of the source, as two copies
+// would read it twice. b's stores are streaming ones when asked (as copy_streaming).
+void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b);
+
 // memcpy for the data paths (no overlap).
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   if (n < 2048) {

@@ -26,9 +26,13 @@ public:
   // `period`. A pipelined mechanism needs a burst of several (it is only as fast as it looks
   // when the use before it was the same mechanism); exploring more often costs more when the
   // explored mechanism is much slower.
+  // `favour`: a mode that keeps being chosen unless another is more than `margin` faster
+  // (-1: none), for a mode whose cost the measurement sees only in part.
   struct Pace {
     std::uint64_t period = 64;
     int burst = 4;
+    int favour = -1;
+    double margin = 0;
   };
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
@@ -47,7 +51,7 @@ public:
     for (int m = 0; m < N; ++m) {
       if (!enabled(m)) continue;
       if (b.samples[m] < kWarmup) return m;
-      if (best < 0 || b.rate[m] > b.rate[best]) best = m;
+      if (best < 0 || score(b, m) > score(b, best)) best = m;
     }
     if (N > 1 && b.uses % pace_.period == 0) {
       // Re-measure one of the others, each in turn.
@@ -102,6 +106,9 @@ private:
     int last_mode = -1;  // mode of the last use recorded
   };
   bool enabled(int m) const { return (enabled_ >> m & 1) != 0; }
+  double score(const Bucket& b, int m) const {
+    return m == pace_.favour ? b.rate[m] * (1 + pace_.margin) : b.rate[m];
+  }
   Bucket& bucket(std::size_t bytes) {
     const auto i = static_cast<std::size_t>(std::bit_width(bytes | 1));
     return buckets_[i < buckets_.size() ? i : buckets_.size() - 1];

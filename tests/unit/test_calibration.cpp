@@ -59,9 +59,11 @@ void expect_all_agree(const std::vector<Calibration>& c) {
 
 TEST(Calibration, WireForm_RoundTripsExactly) {
   Calibration c;
-  c.figures = LinkFigures{
-      .bw_Bps = 12345678901.25, .rtt_us = 0.3125, .copy_bw_Bps = 2.5e10, .rndv_setup_us = 0.7,
-      .get_bw_Bps = 1.6e10};
+  c.figures = LinkFigures{.bw_Bps = 12345678901.25,
+                          .rtt_us = 0.3125,
+                          .copy_bw_Bps = 2.5e10,
+                          .rndv_setup_us = 0.7,
+                          .get_bw_Bps = 1.6e10};
   c.took_us = 321.5;
   const Calibration d = decode_calibration(encode_calibration(c));
   ASSERT_TRUE(d.figures);

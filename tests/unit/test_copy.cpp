@@ -1,6 +1,6 @@
 // copy_bytes (the data paths' memcpy without glibc's rep-movsb cliff), copy_streaming (the
-// same with non-temporal stores) and the shm copy chooser (which mechanism serves a
-// rendezvous get, from measured throughput).
+// same with non-temporal stores), copy_twice (one source, two destinations) and the shm copy
+// chooser (which mechanism serves a rendezvous get, from measured throughput).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -53,6 +53,38 @@ TEST(CopyStreaming, SizesOffsetsAndLarge) {
     check_copy(n, rmp::rt::copy_streaming);
   for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
     check_copy(n, rmp::rt::copy_streaming);
+}
+
+// copy_twice into two destinations at independent offsets (cached and streaming), every byte
+// of both checked, guards included.
+void check_copy_twice(std::size_t n, bool streaming) {
+  const std::size_t offsets[] = {0, 1, 17, 31, 32, 63};
+  std::vector<std::byte> src(n + 128), a(n + 256), b(n + 256);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + 7);
+  for (std::size_t so : offsets) {
+    for (std::size_t ao : offsets) {
+      for (std::size_t bo : offsets) {
+        std::fill(a.begin(), a.end(), std::byte{0xEE});
+        std::fill(b.begin(), b.end(), std::byte{0xDD});
+        rmp::rt::copy_twice(a.data() + ao + 64, b.data() + bo + 64, src.data() + so, n, streaming);
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          const bool in_a = i >= ao + 64 && i < ao + 64 + n;
+          const bool in_b = i >= bo + 64 && i < bo + 64 + n;
+          ASSERT_EQ(a[i], in_a ? src[so + i - ao - 64] : std::byte{0xEE})
+              << "a: n=" << n << " src+" << so << " a+" << ao << " byte " << i;
+          ASSERT_EQ(b[i], in_b ? src[so + i - bo - 64] : std::byte{0xDD})
+              << "b: n=" << n << " src+" << so << " b+" << bo << " byte " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CopyTwice, SizesOffsetsCachedAndStreaming) {
+  for (bool streaming : {false, true}) {
+    for (std::size_t n : {0u, 1u, 63u, 2047u, 2048u, 2049u, 4096u, 4097u, 65536u + 5u})
+      check_copy_twice(n, streaming);
+  }
 }
 
 // Throughput the fake clock reports for each mechanism.

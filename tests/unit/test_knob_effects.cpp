@@ -32,16 +32,29 @@ using rmp::testing::run_thread_ranks;
 namespace {
 
 // Knobs exercised below (each by a test named after it).
-const std::set<std::string> kTested = {
-    "sq_depth",         "rq_depth",      "inline_threshold", "eager_threshold",
-    "fragment_size",    "header_overhead", "pipeline_depth", "spin_us",
-    "wait_mode",        "connect",       "link_bw",          "link_rtt_us",
-    "expected_concurrency", "rndv_setup_us", "tune",  "copy_bw",          "get_bw"};
+const std::set<std::string> kTested = {"sq_depth",
+                                       "rq_depth",
+                                       "inline_threshold",
+                                       "eager_threshold",
+                                       "fragment_size",
+                                       "header_overhead",
+                                       "pipeline_depth",
+                                       "spin_us",
+                                       "wait_mode",
+                                       "connect",
+                                       "link_bw",
+                                       "link_rtt_us",
+                                       "expected_concurrency",
+                                       "rndv_setup_us",
+                                       "tune",
+                                       "copy_bw",
+                                       "get_bw"};
 
 // Knobs that apply on shm but that no counter observes, with where they are shown instead.
 const std::map<std::string, std::string> kNotObservedOnShm = {
-    {"allreduce_compress", "applied by the API layer (rmp::Comm::allreduce), not by p2p: "
-                           "rmp_tuning_itest.*.compressbf16 shows it rounding results"}};
+    {"allreduce_compress",
+     "applied by the API layer (rmp::Comm::allreduce), not by p2p: "
+     "rmp_tuning_itest.*.compressbf16 shows it rounding results"}};
 
 // One thread-rank run; returns each rank's counters at the end of fn.
 std::vector<Counters> run(int n, const std::function<void(ThreadRank&)>& fn) {

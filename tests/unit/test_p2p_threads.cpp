@@ -55,7 +55,8 @@ TEST(P2pThreads, UnexpectedFlood_StaysWithinCredits) {
     // At least 20 000 messages, and at least twice what the eager credit covers (each is
     // charged a line for its payload and a line for its record), so that the sender stalls.
     const auto& p = t.ctx.params();
-    const int count = static_cast<int>(std::max<std::size_t>(20000, 2 * p.rq_depth * p.eager_threshold / 128));
+    const int count =
+        static_cast<int>(std::max<std::size_t>(20000, 2 * p.rq_depth * p.eager_threshold / 128));
     if (t.world.rank() == 0) {
       std::vector<int> v(count);
       std::iota(v.begin(), v.end(), 0);

@@ -109,9 +109,9 @@ TEST(ParamsFormula, QueueDepths_MatchHandComputedValues) {
 // copy_bw, link_bw, get_bw, link_rtt_us, rndv_setup_us.
 TEST(ParamsFormula, EagerThreshold_WhereHandshakeCostsAsMuchAsTheCopy) {
   // get_bw = link_bw: copy_bw x (rtt + setup).
-  EXPECT_EQ(eager_threshold_formula(40e9, 20e9, 20e9, 0.5, 1.0), 60000u);    // shm declared
+  EXPECT_EQ(eager_threshold_formula(40e9, 20e9, 20e9, 0.5, 1.0), 60000u);      // shm declared
   EXPECT_EQ(eager_threshold_formula(10e9, 12.5e9, 12.5e9, 2.0, 1.0), 30000u);  // global defaults
-  EXPECT_EQ(eager_threshold_formula(45e9, 17e9, 17e9, 0.12, 1.66), 80100u);  // shm, near cores
+  EXPECT_EQ(eager_threshold_formula(45e9, 17e9, 17e9, 0.12, 1.66), 80100u);    // shm, near cores
   // A get faster than the link (shm's single copy when the cores are far apart): eager's
   // transfer at link speed costs more than the get's, 1/40e9 + 1/5e9 - 1/10e9 = 1.25e-10 s/B.
   EXPECT_EQ(eager_threshold_formula(40e9, 5e9, 10e9, 0.4, 1.6), 16000u);

@@ -230,7 +230,8 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
     return finish("local rank 1 did not arrive within " +
                   std::to_string(opt.arrival_wait.count() / 1000) + " ms");
 
-  const bool ok = measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0, get_dst, f);
+  const bool ok =
+      measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0, get_dst, f);
   s->state.store(ok ? kDone : kAbandoned, std::memory_order_release);
   if (!ok)
     return finish("local rank 1 was not scheduled within the " +

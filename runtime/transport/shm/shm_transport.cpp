@@ -659,7 +659,11 @@ std::size_t tuned_nchunks(const ShmConfig& cfg, std::size_t chunk) {
 }
 
 ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c)
-    : id_(id), cfg_(cfg), sink_(sink), c_(c), cma_ok_(cfg.cma),
+    : id_(id),
+      cfg_(cfg),
+      sink_(sink),
+      c_(c),
+      cma_ok_(cfg.cma),
       chooser_(cfg.cma ? 0b111u : 1u << static_cast<int>(CopyChooser::Mode::chunks)),
       get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * cfg.nchunks, cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
