@@ -115,6 +115,7 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     cfg.copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
                : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks
                : settings_.shm_copy == ShmCopy::split  ? ShmConfig::Copy::split
+               : settings_.shm_copy == ShmCopy::streaming ? ShmConfig::Copy::streaming
                                                        : ShmConfig::Copy::automatic;
     shm_ = make_shm_transport(id(), cfg, sink, counters_);
     std::vector<std::byte> a = shm_->address();

@@ -54,15 +54,17 @@ public:
       if (best < 0 || score(b, m) > score(b, best)) best = m;
     }
     if (N > 1 && b.uses % pace_.period == 0) {
-      // Re-measure one of the others, each in turn.
+      // Re-measure one of the others, each in turn; one far behind the best only every
+      // kFarBehindTurns-th time its turn comes.
       const auto turn = static_cast<int>(b.uses / pace_.period % (N - 1));
-      for (int k = 0, seen = 0; k < N - 1; ++k) {
+      for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
-        if (enabled(m) && seen++ == 0) {
-          b.explore_mode = m;
-          b.explore_left = pace_.burst - 1;
-          return m;
-        }
+        if (!enabled(m) || m == best) continue;
+        if (b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0)
+          return best;
+        b.explore_mode = m;
+        b.explore_left = pace_.burst - 1;
+        return m;
       }
     }
     return best;
@@ -96,10 +98,16 @@ public:
 private:
   static constexpr std::uint32_t kWarmup = 3;  // samples of each before choosing
   static constexpr double kWeight = 0.25;      // moving-average weight of a new sample
+  // A mode whose rate is below the best's by this factor is re-measured on every
+  // kFarBehindTurns-th turn only: with four copy mechanisms, bursts of the slow ones cost the
+  // fastest a fifth of its bandwidth (1 MiB gets, two cores near: 27 GB/s chosen, 34 forced).
+  static constexpr double kFarBehind = 1.5;
+  static constexpr std::uint32_t kFarBehindTurns = 8;
 
   struct Bucket {
     std::array<double, N> rate{};
     std::array<std::uint32_t, N> samples{};
+    std::array<std::uint32_t, N> passed{};  // turns a far-behind mode was not re-measured
     std::uint64_t uses = 0;
     int explore_left = 0;
     int explore_mode = 0;

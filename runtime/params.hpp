@@ -150,7 +150,7 @@ TransportLimits declared_limits(std::string_view transport);
 
 // ---- Non-knob environment settings --------------------------------------------------------
 
-enum class ShmCopy : std::uint8_t { auto_, single, chunks, split };
+enum class ShmCopy : std::uint8_t { auto_, single, chunks, split, streaming };
 enum class CollStore : std::uint8_t { auto_, cached, streaming };
 enum class LogLevel : std::uint8_t { off, warn, info, debug };
 

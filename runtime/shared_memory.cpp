@@ -43,7 +43,11 @@ Mapping::~Mapping() {
   if (addr_) ::munmap(addr_, len_);
 }
 
-Mapping create_segment(const std::string& name, std::size_t size) {
+namespace {
+int map_flags(Populate pop) { return MAP_SHARED | (pop == Populate::yes ? MAP_POPULATE : 0); }
+}  // namespace
+
+Mapping create_segment(const std::string& name, std::size_t size, Populate pop) {
   Fd f;
   f.fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (f.fd < 0) {
@@ -55,7 +59,7 @@ Mapping create_segment(const std::string& name, std::size_t size) {
     ::shm_unlink(name.c_str());
     fail("ftruncate of " + name + " to " + std::to_string(size) + " bytes", err);
   }
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, map_flags(pop), f.fd, 0);
   if (p == MAP_FAILED) {
     int err = errno;
     ::shm_unlink(name.c_str());
@@ -66,7 +70,7 @@ Mapping create_segment(const std::string& name, std::size_t size) {
 
 Mapping open_segment(const std::string& name, std::size_t header_size,
                      std::size_t (*ready_size)(const void* header),
-                     std::chrono::milliseconds timeout) {
+                     std::chrono::milliseconds timeout, Populate pop) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto expired = [&] { return std::chrono::steady_clock::now() > deadline; };
   Fd f;
@@ -92,7 +96,7 @@ Mapping open_segment(const std::string& name, std::size_t header_size,
     if (expired()) throw Error(Errc::timeout, "shm: segment " + name + " never became ready");
     std::this_thread::yield();
   }
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f.fd, 0);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, map_flags(pop), f.fd, 0);
   if (p == MAP_FAILED) fail("mmap of " + std::to_string(size) + " bytes segment " + name, errno);
   return Mapping(p, size);
 }

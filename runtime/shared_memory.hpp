@@ -27,16 +27,20 @@ private:
   std::size_t len_ = 0;
 };
 
+// Whether a mapping's pages are faulted in when it is made (MAP_POPULATE), rather than as
+// they are first touched.
+enum class Populate : bool { no, yes };
+
 // Creates `name` exclusively and maps `size` bytes of it. Returns an empty mapping when the
 // name exists already (another rank won the race); throws rmp::Error(transport) otherwise.
-Mapping create_segment(const std::string& name, std::size_t size);
+Mapping create_segment(const std::string& name, std::size_t size, Populate pop = Populate::no);
 
 // Opens an existing segment whose first `header_size` bytes hold a header with a ready flag;
 // `ready_size` reads that header and returns the full size once the creator published it
 // (0 while not ready). Waits up to `timeout` for the name, the size and the flag.
 Mapping open_segment(const std::string& name, std::size_t header_size,
                      std::size_t (*ready_size)(const void* header),
-                     std::chrono::milliseconds timeout);
+                     std::chrono::milliseconds timeout, Populate pop = Populate::no);
 
 void unlink_segment(const std::string& name);
 

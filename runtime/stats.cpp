@@ -27,6 +27,7 @@ constexpr CounterField kFields[] = {
     {"ring_full", &Counters::ring_full},
     {"shm_gets_single", &Counters::shm_gets_single},
     {"shm_gets_chunks", &Counters::shm_gets_chunks},
+    {"shm_gets_streaming", &Counters::shm_gets_streaming},
     {"shm_gets_split", &Counters::shm_gets_split},
     {"shm_split_helped", &Counters::shm_split_helped},
     {"shm_segments", &Counters::shm_segments},

@@ -25,6 +25,7 @@ struct Counters {
   std::uint64_t ring_full = 0;            // sends that found the ring full and were queued
   std::uint64_t shm_gets_single = 0;      // gets served by cross-memory attach
   std::uint64_t shm_gets_chunks = 0;      // gets served by the pipelined chunk copy
+  std::uint64_t shm_gets_streaming = 0;   // of those, with streaming stores into the chunks
   std::uint64_t shm_gets_split = 0;       // gets split between requester and owner (both CMA)
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_segments = 0;         // pair segments this rank mapped

@@ -240,9 +240,12 @@ TEST(Protocol, SelectionFollowsEffectiveThresholds) {
       sum_over_ranks(pair ? after.shm_gets_chunks - before.shm_gets_chunks : 0);
   const std::uint64_t split =
       sum_over_ranks(pair ? after.shm_gets_split - before.shm_gets_split : 0);
+  const std::uint64_t streaming =
+      sum_over_ranks(pair ? after.shm_gets_streaming - before.shm_gets_streaming : 0);
   const std::string copy_ctx = "shm_gets_single=" + std::to_string(single) +
                                " shm_gets_chunks=" + std::to_string(chunks) +
-                               " shm_gets_split=" + std::to_string(split) + " for " +
+                               " shm_gets_split=" + std::to_string(split) +
+                               " shm_gets_streaming=" + std::to_string(streaming) + " for " +
                                std::to_string(rndv_msgs) + " rendezvous messages";
   EXPECT_GE(single + chunks + split, 1u) << copy_ctx;
   if (env_is("RMP_SHM_COPY", "single")) {
@@ -253,9 +256,16 @@ TEST(Protocol, SelectionFollowsEffectiveThresholds) {
     EXPECT_GE(split, 1u) << "RMP_SHM_COPY=split: " << copy_ctx;
     EXPECT_EQ(chunks + single, 0u) << "RMP_SHM_COPY=split: " << copy_ctx;
   }
-  if (env_is("RMP_SHM_COPY", "chunks") || env_is("RMP_SHM_CMA", "0")) {
+  if (env_is("RMP_SHM_COPY", "chunks") || env_is("RMP_SHM_COPY", "streaming") ||
+      env_is("RMP_SHM_CMA", "0")) {
     EXPECT_EQ(single + split, 0u) << "chunks forced or CMA forbidden: " << copy_ctx;
     EXPECT_GE(chunks, 1u) << "chunks forced or CMA forbidden: " << copy_ctx;
+  }
+  if (env_is("RMP_SHM_COPY", "chunks")) {
+    EXPECT_EQ(streaming, 0u) << copy_ctx;
+  }
+  if (env_is("RMP_SHM_COPY", "streaming")) {
+    EXPECT_EQ(streaming, chunks) << copy_ctx;
   }
 }
 

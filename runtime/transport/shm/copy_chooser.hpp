@@ -3,7 +3,8 @@
 // the pipelined double copy runs 2-3x faster than one process_vm_readv; with the cores far
 // apart the double copy's cache-line traffic between the cores collapses it, and the split
 // single copy (both processes copying their share of the message with cross-memory attach)
-// wins.
+// or the double copy with streaming stores (the chunks go through memory, not from cache to
+// cache) wins.
 #pragma once
 
 #include <cstddef>
@@ -16,15 +17,18 @@ namespace rmp::rt::shm {
 class CopyChooser {
 public:
   // single: one process_vm_readv by the requester; chunks: pipelined double copy through
-  // shared chunks; split: requester (readv) and owner (writev) copy disjoint pieces at once.
-  enum class Mode : std::uint8_t { single, chunks, split };
-  static constexpr int kModes = 3;
+  // shared chunks; split: requester (readv) and owner (writev) copy disjoint pieces at once;
+  // streaming: chunks, the owner storing into them with non-temporal stores.
+  enum class Mode : std::uint8_t { single, chunks, split, streaming };
+  static constexpr int kModes = 4;
+  static constexpr unsigned kChunkModes = 1u << 1 | 1u << 3;  // without cross-memory attach
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m). A burst of 4
   // gets in 64 re-measures another mechanism: the double copy is pipelined (its first get
   // after a switch is slow), and in the far placement it runs at a quarter of the split
   // copy's speed, so exploring more often costs too much.
-  explicit CopyChooser(unsigned enabled = 0b111) : choice_(enabled, {.period = 64, .burst = 4}) {}
+  explicit CopyChooser(unsigned enabled = 0b1111)
+      : choice_(enabled, {.period = 64, .burst = 4}) {}
 
   Mode choose(std::size_t bytes) { return static_cast<Mode>(choice_.choose(bytes)); }
   void record(Mode mode, std::size_t bytes, double seconds) {

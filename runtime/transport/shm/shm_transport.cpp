@@ -106,15 +106,19 @@ struct GetJob {
   std::size_t fragment = 0;   // chunked gets: bytes per step
   GetTuner::Pick tune{};
   std::uint64_t remote = 0;  // split gets: the owner's address
+  CopyChooser::Mode mode = CopyChooser::Mode::chunks;  // chunked gets: chunks or streaming
 };
 struct ServeJob {
   const std::byte* src;
   std::size_t len, off;
   std::size_t fragment, depth;
+  bool streaming;
 };
 struct GetRequest {
   std::uint64_t addr, len;
   std::uint32_t fragment, depth;
+  std::uint32_t streaming;  // the owner stores into the chunks with non-temporal stores
+  std::uint32_t unused = 0;
 };
 struct CmaJob {
   int pid;
@@ -173,7 +177,8 @@ public:
   bool busy() const {
     return !gets_.empty() || !serve_.empty() || !ctl_.empty() || !splits_.empty() || helping_;
   }
-  void start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote, Completion* done);
+  void start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote, Completion* done,
+                       bool streaming = false);
   // A get of len bytes posted at `posted` completed now by mechanism m: tell the chooser the
   // throughput the stream of gets saw (from when this one could start — posted, or the
   // previous get's end — to now, so waiting for the peer counts for every mechanism alike).
@@ -243,17 +248,23 @@ public:
 
   // Used by endpoints.
   CopyChooser::Mode copy_mode(std::size_t len) {
-    if (!cma_ok_) return CopyChooser::Mode::chunks;
     switch (cfg_.copy) {
-      case ShmConfig::Copy::single: return CopyChooser::Mode::single;
+      case ShmConfig::Copy::single:
+      case ShmConfig::Copy::split:
+        if (!cma_ok_) return CopyChooser::Mode::chunks;
+        return cfg_.copy == ShmConfig::Copy::single ? CopyChooser::Mode::single
+                                                    : CopyChooser::Mode::split;
       case ShmConfig::Copy::chunks: return CopyChooser::Mode::chunks;
-      case ShmConfig::Copy::split: return CopyChooser::Mode::split;
-      case ShmConfig::Copy::automatic: return chooser_.choose(len);
+      case ShmConfig::Copy::streaming: return CopyChooser::Mode::streaming;
+      case ShmConfig::Copy::automatic:
+        return cma_ok_ ? chooser_.choose(len) : chunk_chooser_.choose(len);
     }
     return CopyChooser::Mode::chunks;
   }
   bool use_single_copy(std::size_t len) {
-    return cma_ok_ && copy_mode(len) != CopyChooser::Mode::chunks;
+    if (!cma_ok_) return false;
+    const CopyChooser::Mode m = copy_mode(len);
+    return m == CopyChooser::Mode::single || m == CopyChooser::Mode::split;
   }
   // A split get is cut in two halves: with a fixed cut each process keeps writing the same
   // half of a reused buffer (no cache lines move between the cores), and two system calls
@@ -263,7 +274,9 @@ public:
     return len < 2 * kSplitMinPiece ? len : round_up((len + 1) / 2, kPage);
   }
   void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took) {
-    chooser_.record(m, bytes, std::chrono::duration<double>(took).count());
+    const double s = std::chrono::duration<double>(took).count();
+    chooser_.record(m, bytes, s);
+    chunk_chooser_.record(m, bytes, s);
   }
   // True when `err` says cross-memory attach is forbidden here (ptrace rules); the transport
   // then copies through shared chunks from now on.
@@ -314,6 +327,7 @@ private:
   std::vector<std::pair<Completion*, TStatus>> done_;
   std::vector<CmaJob> cma_;
   CopyChooser chooser_;
+  CopyChooser chunk_chooser_{CopyChooser::kChunkModes};  // once cross-memory attach is refused
   GetTuner get_tuner_;
   std::size_t seg_chunk_bytes_, seg_nchunks_;  // pair geometry: room for every tuned setting
 };
@@ -364,7 +378,7 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
 }
 
 void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
-                                  Completion* done) {
+                                  Completion* done, bool streaming) {
   // The pair may have been laid out by a peer with smaller chunks: never ask for more.
   GetTuner::Pick tune = t_.get_tuner().pick(len);
   const std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
@@ -377,11 +391,13 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
     c.tune_gets_retuned += tune.retuned;
   }
   GetRequest req{remote, len, static_cast<std::uint32_t>(fragment),
-                 static_cast<std::uint32_t>(depth)};
-  gets_.push_back({dst, len, 0, done, Clock::now(), fragment, tune});
+                 static_cast<std::uint32_t>(depth), streaming ? 1u : 0u};
+  gets_.push_back({dst, len, 0, done, Clock::now(), fragment, tune, 0,
+                   streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks});
   send_ctl(kAmGetReq, std::as_bytes(std::span(&req, 1)), {}, nullptr);
   t_.mark_busy(this);
   ++t_.counters().shm_gets_chunks;
+  t_.counters().shm_gets_streaming += streaming;
 }
 
 TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
@@ -390,13 +406,16 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
     t_.complete_later(done, TStatus::ok);
     return TStatus::ok;
   }
-  switch (t_.copy_mode(local.size())) {
+  const CopyChooser::Mode mode = t_.copy_mode(local.size());
+  switch (mode) {
     case CopyChooser::Mode::single:
       t_.add_cma({peer_pid_, local.data(), remote_addr, local.size(), done, false, this,
                   Clock::now()});
       break;
     case CopyChooser::Mode::chunks:
-      start_chunk_get(local.data(), local.size(), remote_addr, done);
+    case CopyChooser::Mode::streaming:
+      start_chunk_get(local.data(), local.size(), remote_addr, done,
+                      mode == CopyChooser::Mode::streaming);
       break;
     case CopyChooser::Mode::split:
       splits_.push_back({local.data(), local.size(), 0, done, Clock::now(), 0, {}, remote_addr});
@@ -441,7 +460,8 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
           serve_.push_back({reinterpret_cast<const std::byte*>(req.addr),
                             static_cast<std::size_t>(req.len), 0,
                             std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes),
-                            std::clamp<std::size_t>(req.depth, 1, out_chunks_.nchunks)});
+                            std::clamp<std::size_t>(req.depth, 1, out_chunks_.nchunks),
+                            req.streaming != 0});
           t_.mark_busy(this);
         } else if (am == kAmSplitGet) {
           if (!help_broken_) {
@@ -488,7 +508,11 @@ int ShmEndpoint::serve_chunks() {
     }
     const std::size_t at = static_cast<std::size_t>(produced_ % ring);
     const std::size_t len = std::min({j.fragment, j.len - j.off, room, ring - at});
-    copy_bytes(out_chunks_.chunks + at, j.src + j.off, len);
+    if (j.streaming) {
+      rt::copy_streaming(out_chunks_.chunks + at, j.src + j.off, len);  // fenced before produced
+    } else {
+      copy_bytes(out_chunks_.chunks + at, j.src + j.off, len);
+    }
     j.off += len;
     produced_ += len;
     sh->produced.store(produced_, std::memory_order_release);
@@ -525,7 +549,7 @@ int ShmEndpoint::drain_chunks() {
       // copy is with the tuner's current one: the copy chooser does not hear of it (a burst of
       // such gets otherwise made the chunks look slow and the chooser leave them).
       const double seconds =
-          record_get(CopyChooser::Mode::chunks, j.len, j.posted, !j.tune.explore);
+          record_get(j.mode, j.len, j.posted, !j.tune.explore);
       if (j.tune.tuned && t_.get_tuner().observe(j.len, j.tune.setting, seconds))
         ++t_.counters().tune_moves;
       t_.complete_later(j.done, TStatus::ok);
@@ -664,7 +688,7 @@ ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& 
       sink_(sink),
       c_(c),
       cma_ok_(cfg.cma),
-      chooser_(cfg.cma ? 0b111u : 1u << static_cast<int>(CopyChooser::Mode::chunks)),
+      chooser_(cfg.cma ? 0b1111u : CopyChooser::kChunkModes),
       get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * cfg.nchunks, cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
                                 : cfg.chunk_bytes),
@@ -725,7 +749,10 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
   const DirLayout d(cfg_.ring_lines, cfg_.data_bytes, seg_nchunks_, seg_chunk_bytes_);
   const std::size_t hdr_size = round_up(sizeof(PairHeader), kPage);
   const std::size_t total = hdr_size + 2 * d.size;
-  Mapping seg = create_segment(name, total);
+  // Populated at once: the rings and chunks are all used soon, and faulting them in on the
+  // data path made the first gets of each copy mechanism look 4-5x slower than they are
+  // (the copy chooser then avoided the pipelined copy for hundreds of gets).
+  Mapping seg = create_segment(name, total, Populate::yes);
   const int my_dir = id_.local_rank < a.local_rank ? 0 : 1;
   if (seg) {
     auto* h = static_cast<PairHeader*>(seg.data());
@@ -752,7 +779,8 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
   }
   // The peer created the pair at the same moment; map its segment.
   seg = open_segment(name, sizeof(PairHeader), ready_size_of_pair,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout));
+                     std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout),
+                     Populate::yes);
   if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2) unlink_segment(name);
   return attach(a.local_rank, std::move(seg));
 }
@@ -771,7 +799,8 @@ int ShmTransport::accept_new() {
       const std::string name = pair_name(id_.local_rank, peer_local);
       Mapping seg =
           open_segment(name, sizeof(PairHeader), ready_size_of_pair,
-                       std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout));
+                       std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout),
+                       Populate::yes);
       if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2)
         unlink_segment(name);
       attach(peer_local, std::move(seg));

@@ -13,7 +13,7 @@
 namespace rmp::rt {
 
 struct ShmConfig {
-  enum class Copy { automatic, single, chunks, split };
+  enum class Copy { automatic, single, chunks, split, streaming };
   std::size_t ring_lines = 256;      // sq_depth rounded up to a power of two
   std::size_t data_bytes = 1 << 16;  // byte ring for eager-copy payloads, power of two
   std::size_t chunk_bytes = 1 << 17;  // fragment_size: chunk of the pipelined copy
