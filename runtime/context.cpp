@@ -112,11 +112,11 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
     cfg.tune = p.tune_adaptive;
     cfg.cma = settings_.shm_cma;
-    cfg.copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
-               : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks
-               : settings_.shm_copy == ShmCopy::split  ? ShmConfig::Copy::split
+    cfg.copy = settings_.shm_copy == ShmCopy::single      ? ShmConfig::Copy::single
+               : settings_.shm_copy == ShmCopy::chunks    ? ShmConfig::Copy::chunks
+               : settings_.shm_copy == ShmCopy::split     ? ShmConfig::Copy::split
                : settings_.shm_copy == ShmCopy::streaming ? ShmConfig::Copy::streaming
-                                                       : ShmConfig::Copy::automatic;
+                                                          : ShmConfig::Copy::automatic;
     shm_ = make_shm_transport(id(), cfg, sink, counters_);
     std::vector<std::byte> a = shm_->address();
     address.push_back(static_cast<std::byte>(TransportId::shm));

@@ -980,8 +980,7 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
             ")");
   };
   static constexpr std::string_view kZeroOne[] = {"0", "1"};
-  static constexpr std::string_view kShmCopy[] = {"auto", "single", "chunks", "split",
-                                                  "streaming"};
+  static constexpr std::string_view kShmCopy[] = {"auto", "single", "chunks", "split", "streaming"};
   static constexpr std::string_view kCollStore[] = {"auto", "cached", "streaming"};
   static constexpr std::string_view kLog[] = {"off", "warn", "info", "debug"};
 

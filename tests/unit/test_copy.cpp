@@ -92,10 +92,14 @@ struct FakeRates {
   double single, chunks, split, streaming;
   double of(Mode m) const {
     switch (m) {
-      case Mode::single: return single;
-      case Mode::chunks: return chunks;
-      case Mode::split: return split;
-      case Mode::streaming: return streaming;
+      case Mode::single:
+        return single;
+      case Mode::chunks:
+        return chunks;
+      case Mode::split:
+        return split;
+      case Mode::streaming:
+        return streaming;
     }
     return 0;
   }

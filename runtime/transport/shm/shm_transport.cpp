@@ -255,7 +255,8 @@ public:
         return cfg_.copy == ShmConfig::Copy::single ? CopyChooser::Mode::single
                                                     : CopyChooser::Mode::split;
       case ShmConfig::Copy::chunks: return CopyChooser::Mode::chunks;
-      case ShmConfig::Copy::streaming: return CopyChooser::Mode::streaming;
+      case ShmConfig::Copy::streaming:
+        return CopyChooser::Mode::streaming;
       case ShmConfig::Copy::automatic:
         return cma_ok_ ? chooser_.choose(len) : chunk_chooser_.choose(len);
     }
@@ -457,11 +458,10 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
         } else if (am == kAmGetReq) {
           GetRequest req;
           std::memcpy(&req, hdr.data(), sizeof req);
-          serve_.push_back({reinterpret_cast<const std::byte*>(req.addr),
-                            static_cast<std::size_t>(req.len), 0,
-                            std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes),
-                            std::clamp<std::size_t>(req.depth, 1, out_chunks_.nchunks),
-                            req.streaming != 0});
+          serve_.push_back(
+              {reinterpret_cast<const std::byte*>(req.addr), static_cast<std::size_t>(req.len), 0,
+               std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes),
+               std::clamp<std::size_t>(req.depth, 1, out_chunks_.nchunks), req.streaming != 0});
           t_.mark_busy(this);
         } else if (am == kAmSplitGet) {
           if (!help_broken_) {
@@ -548,8 +548,7 @@ int ShmEndpoint::drain_chunks() {
       // A get the tuner explored with another geometry says nothing of how fast the chunk
       // copy is with the tuner's current one: the copy chooser does not hear of it (a burst of
       // such gets otherwise made the chunks look slow and the chooser leave them).
-      const double seconds =
-          record_get(j.mode, j.len, j.posted, !j.tune.explore);
+      const double seconds = record_get(j.mode, j.len, j.posted, !j.tune.explore);
       if (j.tune.tuned && t_.get_tuner().observe(j.len, j.tune.setting, seconds))
         ++t_.counters().tune_moves;
       t_.complete_later(j.done, TStatus::ok);
@@ -797,10 +796,9 @@ int ShmTransport::accept_new() {
       bits &= bits - 1;
       if (by_local_.count(peer_local)) continue;
       const std::string name = pair_name(id_.local_rank, peer_local);
-      Mapping seg =
-          open_segment(name, sizeof(PairHeader), ready_size_of_pair,
-                       std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout),
-                       Populate::yes);
+      Mapping seg = open_segment(
+          name, sizeof(PairHeader), ready_size_of_pair,
+          std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout), Populate::yes);
       if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2)
         unlink_segment(name);
       attach(peer_local, std::move(seg));
