@@ -178,10 +178,10 @@ std::vector<ParamInfo> Context::effective_params(std::string_view transport) con
 
 void Context::Idle::operator()() {
   const Params& p = c_.params();
-  if (p.wait_mode == WaitMode::poll) {
-    cpu_relax();
-    return;
-  }
+  // Busy-polling (ranks have cores of their own): no pause between polls, which only delays
+  // seeing the line another core wrote (8-byte ping-pong, cores near, 14 interleaved pairs:
+  // 0.176 us with the pause, 0.164 without).
+  if (p.wait_mode == WaitMode::poll) return;
   using Clock = std::chrono::steady_clock;
   if (idle_++ == 0) {
     since_ = Clock::now();
