@@ -26,6 +26,11 @@ constexpr std::size_t kMaxBytes = 4096;                         // per rank and 
 // every wait of the root for a receiver that has no core is a process switch).
 constexpr std::size_t kBcastSlot = 1024;
 constexpr std::size_t kBcastSlots = 16;
+// Small reduces likewise go through a ring of slots in each contributor's small area, so that
+// a rank that does not get the result leaves as soon as its contribution is in (the root
+// alone waits), up to kReduceSlots calls ahead of the slowest root.
+constexpr std::size_t kReduceSlot = 1024;
+constexpr std::size_t kReduceSlots = 16;
 constexpr int kSetupTag = 1 << 23;  // collective channel, clear of the algorithms' tags
 
 struct alignas(kLine) FlagLine {
@@ -35,10 +40,12 @@ struct alignas(kLine) FlagLine {
 static_assert(sizeof(FlagLine) == kLine);
 // Small area per rank: two flag lines (one per call parity), the round line of the chunked
 // paths, a decision line (rank 0's: the kind of store, see Call), a CPU line (where the rank
-// runs, see where_awaited), the small-bcast lines (published as root, consumed), then two
-// data blocks and the small-bcast slots.
-constexpr std::size_t kSmallStride = 4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot;
-static_assert(7 * sizeof(FlagLine) <= 4096);
+// runs, see where_awaited), the small-bcast lines (published as root, consumed), the
+// small-reduce lines (contributed, consumed as root), then two data blocks, the small-bcast
+// slots and the small-reduce slots.
+constexpr std::size_t kSmallStride =
+    4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot + kReduceSlots * kReduceSlot;
+static_assert(9 * sizeof(FlagLine) <= 4096);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -146,6 +153,40 @@ public:
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
 
+  // ---- Small reduces ----
+  // Small reduce number b (counted alike on every rank) uses slot b mod kReduceSlots of every
+  // rank. A rank copies its contribution there and sets its contributed line to b; the root
+  // waits until every rank contributed b, reduces the slots in rank order and sets its
+  // consumed line to b. Before writing slot b a rank waits until the root of reduce
+  // b - kReduceSlots (every rank remembers the last kReduceSlots roots) consumed it.
+  static constexpr std::size_t small_reduce_max() { return kReduceSlot; }
+  std::uint64_t next_small_reduce() { return ++small_reduce_; }
+  std::byte* reduce_slot(int rank, std::uint64_t b) {
+    return base(rank) + 4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot +
+           (b % kReduceSlots) * kReduceSlot;
+  }
+  void small_reduce_contribute(const CommImpl& c, const void* in, std::size_t bytes, int root,
+                               std::uint64_t b) {
+    int& slot_root = reduce_roots_[b % kReduceSlots];
+    if (b > kReduceSlots) {
+      wait_one(
+          c, [this](int q) -> std::atomic<std::uint64_t>& { return reduce_consumed_line(q); },
+          slot_root, b - kReduceSlots);
+    }
+    slot_root = root;
+    if (bytes) copy_bytes(reduce_slot(c.rank(), b), in, bytes);
+    if (track_cpus_) publish_cpu(c);
+    reduce_contributed_line(c.rank()).store(b, std::memory_order_release);
+  }
+  // At the root, after its own contribution: waits for everyone's.
+  void small_reduce_wait_all(const CommImpl& c, std::uint64_t b) {
+    wait_all(
+        c, [this](int q) -> std::atomic<std::uint64_t>& { return reduce_contributed_line(q); }, b);
+  }
+  void small_reduce_consumed(const CommImpl& c, std::uint64_t b) {
+    reduce_consumed_line(c.rank()).store(b, std::memory_order_release);
+  }
+
   // ---- Chunked paths ----
   std::size_t chunk() const { return chunk_; }
   std::uint64_t next_round() { return ++round_; }
@@ -229,6 +270,8 @@ private:
   std::atomic<std::uint64_t>& cpu_line(int rank) { return line(rank, 4).gen; }
   std::atomic<std::uint64_t>& published_line(int rank) { return line(rank, 5).gen; }
   std::atomic<std::uint64_t>& consumed_line(int rank) { return line(rank, 6).gen; }
+  std::atomic<std::uint64_t>& reduce_contributed_line(int rank) { return line(rank, 7).gen; }
+  std::atomic<std::uint64_t>& reduce_consumed_line(int rank) { return line(rank, 8).gen; }
   // Waits until rank `who`'s line (of `which`) holds at least v.
   template <class Which>
   void wait_one(const CommImpl& c, Which&& which, int who, std::uint64_t v) {
@@ -293,7 +336,8 @@ private:
   std::unique_ptr<rt::NodeSegment> seg_;
   std::size_t chunk_, nchunks_, stride_;
   bool track_cpus_;
-  std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0;
+  std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
+  std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, 5> store_choice_;
   int store_mode_ = kCached;
 };
@@ -434,7 +478,22 @@ void shm_allreduce(const CommImpl& c, NodeShared& ns, const void* in, void* out,
 
 void shm_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
                 std::size_t esize, Type t, Op op, int root) {
-  if (count * esize <= kMaxBytes) return small_reduce(c, ns, in, out, count, esize, t, op, root);
+  const std::size_t bytes = count * esize;
+  if (bytes <= NodeShared::small_reduce_max()) {
+    // Through the slot ring: only the root waits. Every rank reduces nothing but the root,
+    // which combines the slots in rank order (the same bits as the other paths).
+    const std::uint64_t b = ns.next_small_reduce();
+    ns.small_reduce_contribute(c, in ? in : out, bytes, root, b);
+    if (c.rank() != root) return;
+    ns.small_reduce_wait_all(c, b);
+    if (bytes) {
+      reduce_into(op, t, ns.reduce_slot(0, b), ns.reduce_slot(1, b), out, count);
+      for (int r = 2; r < c.size(); ++r) reduce_apply(op, t, ns.reduce_slot(r, b), out, count);
+    }
+    ns.small_reduce_consumed(c, b);
+    return;
+  }
+  if (bytes <= kMaxBytes) return small_reduce(c, ns, in, out, count, esize, t, op, root);
   chunked_reduce(c, ns, in, out, count, esize, t, op, root);
 }
 

@@ -106,6 +106,37 @@ TEST(CollData, Bcast_ManySmallInARow_RotatingRoots) {
   }
 }
 
+// Small reduces go through a ring of 16 slots per rank where only the root waits: 100 in a
+// row with rotating roots (so ranks run ahead and slots are reused), sizes across the ring's
+// limit (1024 bytes), every other one in place at the root; each root's result kept and
+// checked after all of them.
+TEST(CollData, Reduce_ManySmallInARow_RotatingRoots) {
+  const rmp::Comm& w = rmp::world();
+  const std::size_t counts[] = {0, 1, 7, 127, 128, 129};  // doubles: up to 1032 bytes
+  std::vector<std::vector<double>> got;
+  for (int k = 0; k < 100; ++k) {
+    const int root = k % size();
+    const std::size_t n = counts[static_cast<std::size_t>(k) % std::size(counts)];
+    const std::uint64_t salt = 300 + static_cast<std::uint64_t>(k);
+    auto in = exact_input<double>(Op::sum, rank(), n, salt);
+    got.emplace_back(n, -1.0);
+    if (k % 2 == 1 && rank() == root) {
+      got.back() = in;
+      w.reduce(rmp::in_place<double>, got.back().data(), n, Op::sum, root);
+    } else {
+      w.reduce(in.data(), got.back().data(), n, Op::sum, root);
+    }
+  }
+  for (int k = 0; k < 100; ++k) {
+    const int root = k % size();
+    if (rank() != root) continue;
+    const std::size_t n = counts[static_cast<std::size_t>(k) % std::size(counts)];
+    EXPECT_TRUE(reduced(got[static_cast<std::size_t>(k)].data(), Op::sum, 0, size(), 0, n,
+                        300 + static_cast<std::uint64_t>(k)))
+        << "reduce " << k << " at root " << root << ", " << n << " doubles";
+  }
+}
+
 TEST(CollData, ReduceAndAllreduce_EveryRootSizeAndInPlace) {
   const rmp::Comm& w = rmp::world();
   for (int root : roots())
