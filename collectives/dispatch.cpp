@@ -65,6 +65,8 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op, Compression comp) {
   if (comp == Compression::none) return allreduce(c, in, out, count, esize, t, op);
+  if (NodeShared* ns = may_use_node_shared(Coll::allreduce) ? node_shared(c) : nullptr)
+    return shm_allreduce_compressed(c, *ns, in, out, count, esize, t, op, comp);
   allreduce_compressed(c, in, out, count, esize, t, op, comp);
 }
 

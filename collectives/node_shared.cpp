@@ -8,7 +8,9 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "collectives/half.hpp"
 #include "collectives/reduce_ops.hpp"
 #include "runtime/copy.hpp"
 #include "runtime/measured_choice.hpp"
@@ -495,6 +497,57 @@ void shm_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, st
   }
   if (bytes <= kMaxBytes) return small_reduce(c, ns, in, out, count, esize, t, op, root);
   chunked_reduce(c, ns, in, out, count, esize, t, op, root);
+}
+
+void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                              std::size_t count, std::size_t esize, Type t, Op op,
+                              Compression comp) {
+  // chunked_reduce with 16-bit values in the chunks (as allreduce_compressed.cpp, whose error
+  // analysis holds here too): every rank encodes the slices the others reduce into its
+  // chunk; rank q combines its own slice in full precision with the decoded slices of all
+  // the others, encodes the result into its chunk and decodes it back, as every other rank
+  // decodes it: each element is rounded once as an input and once as a result, and all ranks
+  // end with the same bits. The chunks carry half the bytes of float data, a quarter of
+  // double.
+  if (count == 0) return;
+  const int n = c.size(), r = c.rank();
+  const auto* const src = static_cast<const std::byte*>(in ? in : out);
+  const std::size_t per = ns.chunk() / sizeof(std::uint16_t);
+  auto* const dst = static_cast<std::byte*>(out);
+  std::vector<std::byte> decoded((per / static_cast<std::size_t>(n) + 1) * esize);
+  auto half = [&](int q, std::uint64_t round) {
+    return reinterpret_cast<std::uint16_t*>(ns.chunk_of(q, round));
+  };
+  for (std::size_t first = 0; first < count; first += per) {
+    const std::size_t cnt = std::min(per, count - first);
+    auto off = [&](int q) { return even_offset(cnt, n, q); };  // elements, within the round
+    const std::uint64_t round = ns.next_round();
+    std::byte* const base = dst + first * esize;
+    const std::byte* const from = src + first * esize;
+    ns.wait_chunk_free(c, round);
+    encode_half(comp, t, from, half(r, round), off(r));
+    encode_half(comp, t, from + off(r + 1) * esize, half(r, round) + off(r + 1),
+                cnt - off(r + 1));
+    ns.set_mark(c, NodeShared::mark(round, 1));
+    ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (const std::size_t mine = off(r + 1) - off(r)) {
+      std::byte* acc = base + off(r) * esize;  // this rank's input: the first operand
+      if (in) copy_bytes(acc, from + off(r) * esize, mine * esize);
+      for (int q = 0; q < n; ++q) {
+        if (q == r) continue;
+        decode_half(comp, t, half(q, round) + off(r), decoded.data(), mine);
+        reduce_apply(op, t, decoded.data(), acc, mine);
+      }
+      encode_half(comp, t, acc, half(r, round) + off(r), mine);
+      decode_half(comp, t, half(r, round) + off(r), acc, mine);
+    }
+    ns.set_mark(c, NodeShared::mark(round, 2));
+    ns.wait_mark(c, NodeShared::mark(round, 2));
+    for (int q = 0; q < n; ++q)
+      if (q != r)
+        decode_half(comp, t, half(q, round) + off(q), base + off(q) * esize, off(q + 1) - off(q));
+    ns.set_mark(c, NodeShared::mark(round, 3));
+  }
 }
 
 void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {

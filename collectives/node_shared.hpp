@@ -25,6 +25,11 @@ void shm_barrier(const detail::CommImpl& c, NodeShared& ns);
 // `in` == nullptr: in place. Up to 4 KiB through the flag lines, beyond in chunks.
 void shm_allreduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                    std::size_t count, std::size_t esize, detail::Type t, Op op);
+// As shm_allreduce for float/double, with the values in the shared chunks as 16-bit floats
+// (Compression fp16 or bf16, not none; allreduce_compressed.cpp's error bounds).
+void shm_allreduce_compressed(const detail::CommImpl& c, NodeShared& ns, const void* in,
+                              void* out, std::size_t count, std::size_t esize, detail::Type t,
+                              Op op, Compression comp);
 // As shm_allreduce, the result at `root` only (`out` is not touched elsewhere; `in` ==
 // nullptr: in place at the root, the input in `out` elsewhere).
 void shm_reduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,

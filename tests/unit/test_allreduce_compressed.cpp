@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -134,15 +135,18 @@ double input(int rank, std::size_t i) {
   return static_cast<double>(x >> 11) * 0x1p-52 - 1.0;  // [−1, 1)
 }
 
-// Runs one compressed allreduce on n thread-ranks; returns every rank's result.
+// Runs one compressed allreduce on n thread-ranks (in place when asked); returns every rank's
+// result.
 template <class T>
-std::vector<std::vector<T>> run(int n, std::size_t count, Op op, Compression c) {
+std::vector<std::vector<T>> run(int n, std::size_t count, Op op, Compression c,
+                                bool in_place = false) {
   std::vector<std::vector<T>> out(static_cast<std::size_t>(n));
   run_thread_ranks(n, [&](ThreadRank& t) {
     const int r = t.world.rank();
     std::vector<T> in(count), res(count, T(-9));
     for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<T>(input(r, i));
-    coll::allreduce(t.world, in.data(), res.data(), count, sizeof(T),
+    if (in_place) res = in;
+    coll::allreduce(t.world, in_place ? nullptr : in.data(), res.data(), count, sizeof(T),
                     sizeof(T) == 4 ? Type::f32 : Type::f64, op, c);
     out[static_cast<std::size_t>(r)] = std::move(res);
   });
@@ -150,8 +154,8 @@ std::vector<std::vector<T>> run(int n, std::size_t count, Op op, Compression c) 
 }
 
 template <class T>
-void check_sum(int n, std::size_t count, Compression c) {
-  const auto results = run<T>(n, count, Op::sum, c);
+void check_sum(int n, std::size_t count, Compression c, bool in_place = false) {
+  const auto results = run<T>(n, count, Op::sum, c, in_place);
   const double bound = n * (c == Compression::fp16 ? 0x1p-10 : 0x1p-7);
   double worst = 0;
   for (std::size_t i = 0; i < count; ++i) {
@@ -168,19 +172,32 @@ void check_sum(int n, std::size_t count, Compression c) {
         << what << ": rank " << r << " ended with other bits than rank 0 (" << n << " ranks)";
 }
 
+// Both algorithms: through the node-shared chunks (the default here: the thread-ranks share
+// a node) and point to point (RMP_ALLREDUCE_ALGO forces a p2p algorithm, which rules the
+// node-shared paths out).
 TEST(CompressedAllreduceThreads, Sum_OneToEightRanks_WithinBound_BitIdentical) {
-  // Small segments: several ring segments per block without large buffers.
+  // Small segments: several ring segments (and chunk rounds) per block without large buffers.
   ScopedEnv frag("RMP_FRAGMENT_SIZE", "4096");
-  for (int n = 1; n <= 8; ++n)
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{20011}}) {
-      check_sum<float>(n, count, Compression::fp16);
-      check_sum<double>(n, count, Compression::bf16);
-    }
-  check_sum<double>(5, 20011, Compression::fp16);
-  check_sum<float>(6, 20011, Compression::bf16);
+  for (const char* algo : {"", "ring"}) {
+    std::optional<ScopedEnv> forced;
+    if (*algo) forced.emplace("RMP_ALLREDUCE_ALGO", algo);
+    SCOPED_TRACE(*algo ? "point to point" : "node-shared");
+    for (int n = 1; n <= 8; ++n)
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{20011}}) {
+        check_sum<float>(n, count, Compression::fp16);
+        check_sum<double>(n, count, Compression::bf16);
+      }
+    check_sum<double>(5, 20011, Compression::fp16);
+    check_sum<float>(6, 20011, Compression::bf16);
+    check_sum<float>(3, 20011, Compression::fp16, true);
+    check_sum<double>(4, 7, Compression::bf16, true);
+  }
 }
 
 TEST(CompressedAllreduceThreads, MinMax_ExactExtremeRoundedOnce) {
+  for (const char* algo : {"", "ring"}) {
+  std::optional<ScopedEnv> forced;
+  if (*algo) forced.emplace("RMP_ALLREDUCE_ALGO", algo);
   for (int n : {2, 5}) {
     for (Op op : {Op::min, Op::max}) {
       const auto results = run<float>(n, 3001, op, Compression::fp16);
@@ -194,6 +211,7 @@ TEST(CompressedAllreduceThreads, MinMax_ExactExtremeRoundedOnce) {
             << (op == Op::min ? "min" : "max") << " element " << i << ", " << n << " ranks";
       }
     }
+  }
   }
 }
 
