@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "collectives/reduce_ops.hpp"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define RMP_HAVE_F16C_PATH 1
@@ -72,6 +74,110 @@ __attribute__((target("avx,f16c"))) void fp16_encode_f16c(const float* in, std::
   for (; i < n; ++i) out[i] = float_to_fp16(in[i]);
 }
 
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+// bf16 with AVX2: the scalar rounding (float_to_bf16) eight lanes at a time; NaNs quieted.
+__attribute__((target("avx2"))) void bf16_encode_avx2(const float* in, std::uint16_t* out,
+                                                      std::size_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  const __m256i quiet = _mm256_set1_epi32(0x40);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i x = _mm256_castps_si256(_mm256_loadu_ps(in + i));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(bias, odd)), 16);
+    const __m256i quieted = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
+    const __m256i v = _mm256_blendv_epi8(rounded, quieted, nan);
+    // Pack 8 × 32 to 8 × 16 bits (per 128-bit lane), then gather the two lanes' halves.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0b1000);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
+  }
+  for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
+}
+
+// Eight 16-bit values as floats.
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load_half8(Compression c,
+                                                                            const std::uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if (c == Compression::fp16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx2,f16c"))) void bf16_decode_avx2(const std::uint16_t* in, float* out,
+                                                          std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load_half8(Compression::bf16, in + i));
+  for (; i < n; ++i) out[i] = bf16_to_float(in[i]);
+}
+
+// acc[i] = op(acc[i], decoded in[i]) for sum, min and max of floats or doubles.
+enum class Kind { sum, min, max };
+
+template <Kind K>
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 combine(__m256 acc, __m256 v) {
+  if constexpr (K == Kind::sum) return _mm256_add_ps(acc, v);
+  if constexpr (K == Kind::min) return _mm256_min_ps(v, acc);
+  return _mm256_max_ps(v, acc);
+}
+template <Kind K>
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256d combine(__m256d acc,
+                                                                          __m256d v) {
+  if constexpr (K == Kind::sum) return _mm256_add_pd(acc, v);
+  if constexpr (K == Kind::min) return _mm256_min_pd(v, acc);
+  return _mm256_max_pd(v, acc);
+}
+
+template <Kind K>
+__attribute__((target("avx2,f16c"))) std::size_t reduce_half_f32(Compression c,
+                                                                 const std::uint16_t* in,
+                                                                 float* acc, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(acc + i, combine<K>(_mm256_loadu_ps(acc + i), load_half8(c, in + i)));
+  return i;
+}
+template <Kind K>
+__attribute__((target("avx2,f16c"))) std::size_t reduce_half_f64(Compression c,
+                                                                 const std::uint16_t* in,
+                                                                 double* acc, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = load_half8(c, in + i);
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    _mm256_storeu_pd(acc + i, combine<K>(_mm256_loadu_pd(acc + i), lo));
+    _mm256_storeu_pd(acc + i + 4, combine<K>(_mm256_loadu_pd(acc + i + 4), hi));
+  }
+  return i;
+}
+
+// Elements done (a multiple of 8; the caller finishes the rest), or 0 where there is no
+// vector path for this op.
+std::size_t reduce_half_avx2(Compression c, detail::Type t, Op op, const std::uint16_t* in,
+                             void* acc, std::size_t n) {
+  if (t == detail::Type::f32) {
+    auto* a = static_cast<float*>(acc);
+    switch (op) {
+      case Op::sum: return reduce_half_f32<Kind::sum>(c, in, a, n);
+      case Op::min: return reduce_half_f32<Kind::min>(c, in, a, n);
+      case Op::max: return reduce_half_f32<Kind::max>(c, in, a, n);
+      default: return 0;
+    }
+  }
+  auto* a = static_cast<double*>(acc);
+  switch (op) {
+    case Op::sum: return reduce_half_f64<Kind::sum>(c, in, a, n);
+    case Op::min: return reduce_half_f64<Kind::min>(c, in, a, n);
+    case Op::max: return reduce_half_f64<Kind::max>(c, in, a, n);
+    default: return 0;
+  }
+}
+
 __attribute__((target("avx,f16c"))) void fp16_decode_f16c(const std::uint16_t* in, float* out,
                                                          std::size_t n) {
   std::size_t i = 0;
@@ -83,6 +189,9 @@ __attribute__((target("avx,f16c"))) void fp16_decode_f16c(const std::uint16_t* i
 
 void encode_floats(Compression c, const float* in, std::uint16_t* out, std::size_t n) {
   if (c == Compression::bf16) {
+#ifdef RMP_HAVE_F16C_PATH
+    if (have_avx2()) return bf16_encode_avx2(in, out, n);
+#endif
     for (std::size_t i = 0; i < n; ++i) out[i] = float_to_bf16(in[i]);
     return;
   }
@@ -94,6 +203,9 @@ void encode_floats(Compression c, const float* in, std::uint16_t* out, std::size
 
 void decode_floats(Compression c, const std::uint16_t* in, float* out, std::size_t n) {
   if (c == Compression::bf16) {
+#ifdef RMP_HAVE_F16C_PATH
+    if (have_avx2()) return bf16_decode_avx2(in, out, n);
+#endif
     for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(in[i]);
     return;
   }
@@ -129,6 +241,23 @@ void decode_half(Compression c, detail::Type t, const std::uint16_t* in, void* o
     const std::size_t k = std::min(kBlock, n - i);
     decode_floats(c, in + i, tmp, k);
     for (std::size_t j = 0; j < k; ++j) d[i + j] = tmp[j];
+  }
+}
+
+void reduce_half(Compression c, detail::Type t, Op op, const std::uint16_t* in, void* acc,
+                 std::size_t n) {
+  std::size_t done = 0;
+#ifdef RMP_HAVE_F16C_PATH
+  if (have_avx2()) done = reduce_half_avx2(c, t, op, in, acc, n);
+#endif
+  // The rest (or all, without a vector path) through a small buffer.
+  const std::size_t esize = t == detail::Type::f32 ? 4 : 8;
+  auto* rest = static_cast<std::byte*>(acc) + done * esize;
+  alignas(32) std::byte tmp[kBlock * 8];
+  for (std::size_t i = done; i < n; i += kBlock) {
+    const std::size_t k = std::min(kBlock, n - i);
+    decode_half(c, t, in + i, tmp, k);
+    reduce_apply(op, t, tmp, rest + (i - done) * esize, k);
   }
 }
 

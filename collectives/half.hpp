@@ -23,5 +23,8 @@ void encode_half(Compression c, detail::Type t, const void* in, std::uint16_t* o
                  std::size_t n);
 void decode_half(Compression c, detail::Type t, const std::uint16_t* in, void* out,
                  std::size_t n);
+// acc[i] = op(acc[i], in[i] decoded) for n elements of type t: one pass, no decoded copy.
+void reduce_half(Compression c, detail::Type t, Op op, const std::uint16_t* in, void* acc,
+                 std::size_t n);
 
 }  // namespace rmp::coll

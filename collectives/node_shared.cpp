@@ -514,7 +514,6 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
   const auto* const src = static_cast<const std::byte*>(in ? in : out);
   const std::size_t per = ns.chunk() / sizeof(std::uint16_t);
   auto* const dst = static_cast<std::byte*>(out);
-  std::vector<std::byte> decoded((per / static_cast<std::size_t>(n) + 1) * esize);
   auto half = [&](int q, std::uint64_t round) {
     return reinterpret_cast<std::uint16_t*>(ns.chunk_of(q, round));
   };
@@ -533,11 +532,8 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
     if (const std::size_t mine = off(r + 1) - off(r)) {
       std::byte* acc = base + off(r) * esize;  // this rank's input: the first operand
       if (in) copy_bytes(acc, from + off(r) * esize, mine * esize);
-      for (int q = 0; q < n; ++q) {
-        if (q == r) continue;
-        decode_half(comp, t, half(q, round) + off(r), decoded.data(), mine);
-        reduce_apply(op, t, decoded.data(), acc, mine);
-      }
+      for (int q = 0; q < n; ++q)
+        if (q != r) reduce_half(comp, t, op, half(q, round) + off(r), acc, mine);
       encode_half(comp, t, acc, half(r, round) + off(r), mine);
       decode_half(comp, t, half(r, round) + off(r), acc, mine);
     }

@@ -19,6 +19,7 @@
 
 #include "collectives/collectives.hpp"
 #include "collectives/half.hpp"
+#include "collectives/reduce_ops.hpp"
 #include "tests/unit/coll_env.hpp"
 #include "tests/unit/thread_ranks.hpp"
 
@@ -116,6 +117,34 @@ TEST_P(Formats, ArrayPath_SameBitsAsScalar) {
     ASSERT_EQ(std::bit_cast<std::uint32_t>(back[i]), std::bit_cast<std::uint32_t>(to_float(c, h[i])));
     ASSERT_EQ(hd[i], h[i]) << i;  // a double holding a float converts the same
     ASSERT_EQ(dback[i], static_cast<double>(back[i]));
+  }
+}
+
+// reduce_half (decode and combine in one pass, vectorised where the CPU allows) gives the bits
+// of decode_half followed by reduce_apply, every length around the vector width.
+TEST_P(Formats, ReduceHalf_SameBitsAsDecodeThenReduce) {
+  const Compression c = GetParam();
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 1000u, 4099u}) {
+    std::vector<float> src(n);
+    for (float& f : src) f = uni(gen);
+    std::vector<std::uint16_t> h(n);
+    coll::encode_half(c, Type::f32, src.data(), h.data(), n);
+    for (Op op : {Op::sum, Op::min, Op::max}) {
+      std::vector<float> acc(n), want(n), dec(n);
+      for (float& f : acc) f = uni(gen);
+      want = acc;
+      coll::decode_half(c, Type::f32, h.data(), dec.data(), n);
+      coll::reduce_apply(op, Type::f32, dec.data(), want.data(), n);
+      coll::reduce_half(c, Type::f32, op, h.data(), acc.data(), n);
+      ASSERT_EQ(std::memcmp(acc.data(), want.data(), n * sizeof(float)), 0) << "float n=" << n;
+      std::vector<double> dacc(acc.begin(), acc.end()), dwant(dacc), ddec(n);
+      coll::decode_half(c, Type::f64, h.data(), ddec.data(), n);
+      coll::reduce_apply(op, Type::f64, ddec.data(), dwant.data(), n);
+      coll::reduce_half(c, Type::f64, op, h.data(), dacc.data(), n);
+      ASSERT_EQ(std::memcmp(dacc.data(), dwant.data(), n * sizeof(double)), 0) << "double n=" << n;
+    }
   }
 }
 
