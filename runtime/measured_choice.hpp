@@ -47,12 +47,20 @@ public:
       --b.explore_left;
       return b.explore_mode;
     }
-    int best = -1;
+    // Warm-up: kWarmup + 1 uses of each mode in turn (the first of a run is not counted),
+    // counted as they start: when many uses start before any ends (a window of gets), the
+    // window is shared among the modes instead of all of it going to the first one.
+    int best = -1, last = -1;
     for (int m = 0; m < N; ++m) {
       if (!enabled(m)) continue;
-      if (b.samples[m] < kWarmup) return m;
-      if (best < 0 || score(b, m) > score(b, best)) best = m;
+      if (b.started[m] <= kWarmup) {
+        ++b.started[m];
+        return m;
+      }
+      last = m;
+      if (b.samples[m] > 0 && (best < 0 || score(b, m) > score(b, best))) best = m;
     }
+    if (best < 0) return last;  // nothing measured yet: stay with the last mode started
     if (N > 1 && b.uses % pace_.period == 0) {
       // Re-measure one of the others, each in turn; one far behind the best only every
       // kFarBehindTurns-th time its turn comes.
@@ -107,6 +115,7 @@ private:
   struct Bucket {
     std::array<double, N> rate{};
     std::array<std::uint32_t, N> samples{};
+    std::array<std::uint32_t, N> started{};  // uses begun during warm-up
     std::array<std::uint32_t, N> passed{};  // turns a far-behind mode was not re-measured
     std::uint64_t uses = 0;
     int explore_left = 0;

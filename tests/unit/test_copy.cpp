@@ -164,6 +164,26 @@ TEST(CopyChooser, ColdFirstUsesDoNotHideTheFastest) {
                           << uses[3];
 }
 
+// A window of gets starts before any of them ends (a bandwidth loop posts 64 at once): the
+// warm-up shares the first window among the mechanisms, and the next window goes to the
+// fastest.
+TEST(CopyChooser, WindowsOfGets_WarmUpSharedThenFastest) {
+  CopyChooser c;
+  const std::size_t bytes = 256 << 10;
+  const FakeRates r{8e9, 30e9, 16e9, 12e9};
+  std::vector<int> first(CopyChooser::kModes), second(CopyChooser::kModes);
+  for (auto* uses : {&first, &second}) {
+    std::vector<Mode> window;
+    for (int i = 0; i < 64; ++i) window.push_back(c.choose(bytes));
+    for (Mode m : window) {
+      ++(*uses)[static_cast<int>(m)];
+      c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
+    }
+  }
+  for (int m = 0; m < CopyChooser::kModes; ++m) EXPECT_GE(first[m], 4) << "mode " << m;
+  EXPECT_GE(second[1], 60) << "chunks are the fastest";
+}
+
 TEST(CopyChooser, UsesOnlyEnabledMechanisms) {
   CopyChooser c(CopyChooser::kChunkModes);  // no cross-memory attach
   const auto uses = run(c, {80e9, 1e9, 80e9, 2e9}, 1 << 20, 500);
