@@ -138,12 +138,14 @@ TEST_P(Formats, ReduceHalf_SameBitsAsDecodeThenReduce) {
       coll::decode_half(c, Type::f32, h.data(), dec.data(), n);
       coll::reduce_apply(op, Type::f32, dec.data(), want.data(), n);
       coll::reduce_half(c, Type::f32, op, h.data(), acc.data(), n);
-      ASSERT_EQ(std::memcmp(acc.data(), want.data(), n * sizeof(float)), 0) << "float n=" << n;
+      ASSERT_TRUE(n == 0 || std::memcmp(acc.data(), want.data(), n * sizeof(float)) == 0)
+          << "float n=" << n;
       std::vector<double> dacc(acc.begin(), acc.end()), dwant(dacc), ddec(n);
       coll::decode_half(c, Type::f64, h.data(), ddec.data(), n);
       coll::reduce_apply(op, Type::f64, ddec.data(), dwant.data(), n);
       coll::reduce_half(c, Type::f64, op, h.data(), dacc.data(), n);
-      ASSERT_EQ(std::memcmp(dacc.data(), dwant.data(), n * sizeof(double)), 0) << "double n=" << n;
+      ASSERT_TRUE(n == 0 || std::memcmp(dacc.data(), dwant.data(), n * sizeof(double)) == 0)
+          << "double n=" << n;
     }
   }
 }
