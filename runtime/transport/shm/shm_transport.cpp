@@ -36,6 +36,8 @@ constexpr AmId kAmSplitGet = 26;  // requester → owner: a split get is publish
 constexpr std::uint32_t kMagic = 0x524d5053;
 constexpr std::size_t kPage = 4096;
 constexpr int kPollBudget = 32;
+constexpr std::size_t kPieces = 4;            // a chunked get is cut into at least this many steps
+constexpr std::size_t kMinPiece = 16 * 1024;  // of at least this many bytes
 constexpr auto kSegmentTimeout = std::chrono::seconds(60);
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
@@ -382,10 +384,23 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
                                   Completion* done, bool streaming) {
   // The pair may have been laid out by a peer with smaller chunks: never ask for more.
   GetTuner::Pick tune = t_.get_tuner().pick(len);
-  const std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
+  std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
   // At most as many fragments of this size in flight as the byte ring holds.
   const std::size_t ring = in_chunks_.nchunks * in_chunks_.chunk_bytes;
-  const std::size_t depth = std::clamp<std::size_t>(tune.depth, 1, ring / fragment);
+  std::size_t depth = std::clamp<std::size_t>(tune.depth, 1, ring / fragment);
+  if (!tune.tuned && len < fragment) {
+    // A get shorter than one step (fragment_size) is cut into kPieces steps (of at least
+    // kMinPiece), as many in flight as the same window of bytes holds, so that the owner's
+    // copy into the ring and this side's copy out overlap within it too. In one 512 KiB
+    // step a 256 KiB get was copied in, then out: rendezvous paid both copies one after the
+    // other, as eager does (256 KiB, cores near, 4 interleaved pairs: bandwidth 14 -> 29
+    // GB/s, latency 18.5 -> 15.8 us). Longer gets keep whole steps: cutting a 512 KiB get
+    // into four cost 12-23 % of its bandwidth in syncs.
+    const std::size_t window = fragment * depth;
+    fragment = std::clamp(round_up((len + kPieces - 1) / kPieces, kPage),
+                          std::min(kMinPiece, fragment), fragment);
+    depth = std::clamp<std::size_t>(window / fragment, 1, ring / fragment);
+  }
   if (tune.tuned) {
     Counters& c = t_.counters();
     c.tune_explorations += tune.explore;
@@ -458,10 +473,13 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
         } else if (am == kAmGetReq) {
           GetRequest req;
           std::memcpy(&req, hdr.data(), sizeof req);
-          serve_.push_back(
-              {reinterpret_cast<const std::byte*>(req.addr), static_cast<std::size_t>(req.len), 0,
-               std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes),
-               std::clamp<std::size_t>(req.depth, 1, out_chunks_.nchunks), req.streaming != 0});
+          // Steps of at most a chunk, as many in flight as the ring holds.
+          const std::size_t step = std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes);
+          const std::size_t ring = out_chunks_.nchunks * out_chunks_.chunk_bytes;
+          serve_.push_back({reinterpret_cast<const std::byte*>(req.addr),
+                            static_cast<std::size_t>(req.len), 0, step,
+                            std::clamp<std::size_t>(req.depth, 1, ring / step),
+                            req.streaming != 0});
           t_.mark_busy(this);
         } else if (am == kAmSplitGet) {
           if (!help_broken_) {
