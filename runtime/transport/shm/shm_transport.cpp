@@ -388,10 +388,11 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
   // At most as many fragments of this size in flight as the byte ring holds.
   const std::size_t ring = in_chunks_.nchunks * in_chunks_.chunk_bytes;
   std::size_t depth = std::clamp<std::size_t>(tune.depth, 1, ring / fragment);
-  if (!tune.tuned && len < fragment) {
-    // A get shorter than one step (fragment_size) is cut into kPieces steps (of at least
-    // kMinPiece), as many in flight as the same window of bytes holds, so that the owner's
-    // copy into the ring and this side's copy out overlap within it too. In one 512 KiB
+  if (len < fragment) {
+    // A get shorter than one step (fragment_size, or the tuner's choice) is cut into kPieces
+    // steps (of at least kMinPiece), as many in flight as the same window of bytes holds, so
+    // that the owner's copy into the ring and this side's copy out overlap within it too. In
+    // one 512 KiB
     // step a 256 KiB get was copied in, then out: rendezvous paid both copies one after the
     // other, as eager does (256 KiB, cores near, 4 interleaved pairs: bandwidth 14 -> 29
     // GB/s, latency 18.5 -> 15.8 us). Longer gets keep whole steps: cutting a 512 KiB get
