@@ -392,11 +392,10 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
     // A get shorter than one step (fragment_size, or the tuner's choice) is cut into kPieces
     // steps (of at least kMinPiece), as many in flight as the same window of bytes holds, so
     // that the owner's copy into the ring and this side's copy out overlap within it too. In
-    // one 512 KiB
-    // step a 256 KiB get was copied in, then out: rendezvous paid both copies one after the
-    // other, as eager does (256 KiB, cores near, 4 interleaved pairs: bandwidth 14 -> 29
-    // GB/s, latency 18.5 -> 15.8 us). Longer gets keep whole steps: cutting a 512 KiB get
-    // into four cost 12-23 % of its bandwidth in syncs.
+    // one 512 KiB step a 256 KiB get was copied in, then out: rendezvous paid both copies one
+    // after the other, as eager does (256 KiB, cores near, 4 interleaved pairs: bandwidth 14
+    // -> 29 GB/s, latency 18.5 -> 15.8 us). Longer gets keep whole steps: cutting a 512 KiB
+    // get into four cost 12-23 % of its bandwidth in syncs.
     const std::size_t window = fragment * depth;
     fragment = std::clamp(round_up((len + kPieces - 1) / kPieces, kPage),
                           std::min(kMinPiece, fragment), fragment);
@@ -475,7 +474,8 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
           GetRequest req;
           std::memcpy(&req, hdr.data(), sizeof req);
           // Steps of at most a chunk, as many in flight as the ring holds.
-          const std::size_t step = std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes);
+          const std::size_t step =
+              std::clamp<std::size_t>(req.fragment, 1, out_chunks_.chunk_bytes);
           const std::size_t ring = out_chunks_.nchunks * out_chunks_.chunk_bytes;
           serve_.push_back({reinterpret_cast<const std::byte*>(req.addr),
                             static_cast<std::size_t>(req.len), 0, step,
