@@ -185,11 +185,14 @@ void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, 
     equal = equal && counts[static_cast<std::size_t>(i)] == counts[0];
   }
   const Coll k = equal ? Coll::reduce_scatter_block : Coll::reduce_scatter;
-  switch (choose<ReduceScatterAlgo>(k, c, total * esize)) {
+  NodeShared* ns = may_use_node_shared(k) ? node_shared(c) : nullptr;
+  switch (choose<ReduceScatterAlgo>(k, c, total * esize, ns != nullptr)) {
     case ReduceScatterAlgo::recursive_halving:
       return reduce_scatter_recursive_halving(c, in, out, counts, esize, t, op);
     case ReduceScatterAlgo::ring:
       return reduce_scatter_ring(c, in, out, counts, esize, t, op);
+    case ReduceScatterAlgo::shm:
+      return shm_reduce_scatter(c, *ns, in, out, counts, esize, t, op);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/algorithms.hpp"
 #include "collectives/half.hpp"
 #include "collectives/reduce_ops.hpp"
 #include "runtime/copy.hpp"
@@ -84,7 +85,7 @@ std::size_t chunk_count(const rt::Params& p) {
 // choice is local: readers do not care how a chunk was written.
 class NodeShared {
 public:
-  enum class Use : std::uint8_t { allreduce, reduce, bcast, allgather, alltoall };
+  enum class Use : std::uint8_t { allreduce, reduce, bcast, allgather, alltoall, reduce_scatter };
   static constexpr int kCached = 0, kStreaming = 1;
   using Clock = std::chrono::steady_clock;
 
@@ -340,7 +341,7 @@ private:
   bool track_cpus_;
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
   std::array<int, kReduceSlots> reduce_roots_{};
-  std::array<StoreChoice, 5> store_choice_;
+  std::array<StoreChoice, 6> store_choice_;
   int store_mode_ = kCached;
 };
 
@@ -542,6 +543,65 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
     for (int q = 0; q < n; ++q)
       if (q != r)
         decode_half(comp, t, half(q, round) + off(q), base + off(q) * esize, off(q + 1) - off(q));
+    ns.set_mark(c, NodeShared::mark(round, 3));
+  }
+}
+
+void shm_reduce_scatter(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                        std::span<const std::size_t> counts, std::size_t esize, Type t, Op op) {
+  // Rank q gets block q (counts[q] elements) of the element-wise reduction; only rank q
+  // combines block q, in rank order, so nobody else needs its result.
+  const int n = c.size(), r = c.rank();
+  std::vector<std::size_t> displ(static_cast<std::size_t>(n) + 1, 0);
+  for (int q = 0; q < n; ++q) displ[q + 1] = displ[q] + counts[static_cast<std::size_t>(q)];
+  const std::size_t total = displ[n] * esize, mine = counts[static_cast<std::size_t>(r)];
+  // In place the input is `out`, whose front the result overwrites: work from a copy.
+  std::vector<std::byte> copy;
+  if (!in) copy.assign(static_cast<const std::byte*>(out), static_cast<const std::byte*>(out) + total);
+  const auto* src = static_cast<const std::byte*>(in ? in : copy.data());
+  if (total <= kMaxBytes) {
+    // Every rank deposits its whole vector in its small block; everyone waits for everyone
+    // (a block is written again two calls later, once all have left the next call's wait).
+    const std::uint64_t g = ns.next_gen();
+    if (total) copy_bytes(ns.block(r, g), src, total);
+    ns.arrive_and_wait(c, g);
+    if (mine) {
+      const std::size_t at = displ[r] * esize;
+      reduce_into(op, t, ns.block(0, g) + at, ns.block(1, g) + at, out, mine);
+      for (int q = 2; q < n; ++q) reduce_apply(op, t, ns.block(q, g) + at, out, mine);
+    }
+    return;
+  }
+  // Rounds over the blocks' elements, s a round: a rank's chunk holds, at q·s, its piece of
+  // block q for rank q (its own piece it reads from its input); rank q combines the p pieces.
+  std::size_t longest = 0;
+  for (int q = 0; q < n; ++q) longest = std::max(longest, counts[static_cast<std::size_t>(q)]);
+  const std::size_t s = ns.chunk() / static_cast<std::size_t>(n) / kLine * kLine / esize;
+  // Chunks too small for a line per rank (many ranks, tiny fragment_size): every rank sees
+  // the same s and takes the ring instead.
+  if (s == 0) return reduce_scatter_ring(c, in, out, counts, esize, t, op);
+  NodeShared::Call call(ns, c, NodeShared::Use::reduce_scatter, total);
+  auto piece = [&](int q, std::size_t first) {
+    const std::size_t cq = counts[static_cast<std::size_t>(q)];
+    return cq > first ? std::min(s, cq - first) : 0;
+  };
+  for (std::size_t first = 0; first < longest; first += s) {
+    const std::uint64_t round = ns.next_round();
+    std::byte* chunk = ns.chunk_of(r, round);
+    ns.wait_chunk_free(c, round);
+    for (int q = 0; q < n; ++q)
+      if (q != r && piece(q, first))
+        ns.put(chunk + q * s * esize, src + (displ[q] + first) * esize, piece(q, first) * esize);
+    ns.set_mark(c, NodeShared::mark(round, 1));
+    ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (const std::size_t len = piece(r, first)) {
+      auto part = [&](int q) -> const std::byte* {
+        return q == r ? src + (displ[r] + first) * esize : ns.chunk_of(q, round) + r * s * esize;
+      };
+      std::byte* acc = static_cast<std::byte*>(out) + first * esize;
+      reduce_into(op, t, part(0), part(1), acc, len);
+      for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, len);
+    }
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
 }

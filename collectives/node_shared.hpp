@@ -35,6 +35,11 @@ void shm_allreduce_compressed(const detail::CommImpl& c, NodeShared& ns, const v
 void shm_reduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                 std::size_t count, std::size_t esize, detail::Type t, Op op, int root);
 void shm_bcast(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root);
+// reduce_scatter(_block): block q (counts[q] elements) of the reduction to rank q; `in` ==
+// nullptr: in place (the input in `out`).
+void shm_reduce_scatter(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                        std::span<const std::size_t> counts, std::size_t esize, detail::Type t,
+                        Op op);
 // `l`: every rank's block in `out`; `in` == nullptr: in place.
 void shm_allgather(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                    const Layout& l);

@@ -173,7 +173,8 @@ constexpr Algorithm kAlltoall[] = {
 constexpr Algorithm kAlltoallV[] = {{"pairwise", t_alltoall_pairwise},
                                     {"bruck", t_alltoallv_bruck}};
 constexpr Algorithm kReduceScatter[] = {{"recursive_halving", t_reduce_scatter_recursive_halving},
-                                        {"ring", t_reduce_scatter_ring}};
+                                        {"ring", t_reduce_scatter_ring},
+                                        {"shm", nullptr}};
 constexpr Algorithm kScan[] = {{"recursive_doubling", t_scan_recursive_doubling},
                                {"chain", t_scan_chain}};
 constexpr Algorithm kExscan[] = {{"recursive_doubling", t_exscan_recursive_doubling},

@@ -55,7 +55,7 @@ enum class AllreduceAlgo : std::uint8_t { recursive_doubling, rabenseifner, ring
 enum class RootedAlgo : std::uint8_t { binomial, linear };  // gather(v), scatter(v)
 enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring, shm };
 enum class AlltoallAlgo : std::uint8_t { pairwise, bruck, shm };  // shm: alltoall only
-enum class ReduceScatterAlgo : std::uint8_t { recursive_halving, ring };
+enum class ReduceScatterAlgo : std::uint8_t { recursive_halving, ring, shm };
 enum class ScanAlgo : std::uint8_t { recursive_doubling, chain };
 
 const char* coll_name(Coll k);                         // "allreduce"

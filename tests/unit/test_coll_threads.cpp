@@ -293,6 +293,12 @@ void allgather_shm(const CommImpl& c, const void* in, void* out, const Layout& l
   if (coll::NodeShared* ns = coll::node_shared(c)) return coll::shm_allgather(c, *ns, in, out, l);
   coll::allgather_ring(c, in, out, l);
 }
+void reduce_scatter_shm(const CommImpl& c, const void* in, void* out, coll::sizes counts,
+                        std::size_t esize, Type t, Op op) {
+  if (coll::NodeShared* ns = coll::node_shared(c))
+    return coll::shm_reduce_scatter(c, *ns, in, out, counts, esize, t, op);
+  coll::reduce_scatter_ring(c, in, out, counts, esize, t, op);
+}
 void alltoall_shm(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   coll::NodeShared* ns = coll::node_shared(c);
   if (ns && coll::shm_alltoall_fits(c, *ns)) return coll::shm_alltoall(c, *ns, in, out, bytes);
@@ -635,7 +641,8 @@ TEST(CollThreads, ReduceScatter_EveryAlgorithmRankCountAndCounts) {
   using Fn = void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t, Type, Op);
   const std::pair<const char*, Fn> algos[] = {
       {"recursive_halving", coll::reduce_scatter_recursive_halving},
-      {"ring", coll::reduce_scatter_ring}};
+      {"ring", coll::reduce_scatter_ring},
+      {"shm", reduce_scatter_shm}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::size_t k = 500;
