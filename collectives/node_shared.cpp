@@ -396,6 +396,15 @@ void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.n
 
 namespace {
 
+// out = part(0) op part(1) op … op part(n − 1): the ranks' contributions combined in rank
+// order, as every node-shared reduction does (one rank combines each element, so all paths
+// give the same bits).
+template <class Part>
+void combine_in_rank_order(Op op, Type t, int n, Part&& part, void* out, std::size_t count) {
+  reduce_into(op, t, part(0), part(1), out, count);
+  for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), out, count);
+}
+
 // root < 0: every rank gets the result (allreduce); else only the root (reduce).
 void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
                   std::size_t esize, Type t, Op op, int root) {
@@ -408,15 +417,9 @@ void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
   // slot again two calls later, only once it has seen the root come back from reading it.
   ns.arrive_and_wait(c, g);
   // Every rank that gets the result reduces all contributions in rank order: the same bits.
-  if (bytes && (root < 0 || c.rank() == root)) {
-    reduce_into(op, t, slot(0), slot(1), out, count);
-    for (int r = 2; r < c.size(); ++r) reduce_apply(op, t, slot(r), out, count);
-  }
+  if (bytes && (root < 0 || c.rank() == root))
+    combine_in_rank_order(op, t, c.size(), slot, out, count);
 }
-
-}  // namespace
-
-namespace {
 
 // root < 0: allreduce; else reduce to root.
 void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t count,
@@ -455,8 +458,7 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
       // straight into their chunk's own slice, which nobody else reads and which does not
       // hold their contribution (that comes from their input).
       std::byte* acc = gets_result ? dst + first * esize + mine_at : chunk + mine_at;
-      reduce_into(op, t, part(0), part(1), acc, mine_len / esize);
-      for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, mine_len / esize);
+      combine_in_rank_order(op, t, n, part, acc, mine_len / esize);
       if (gets_result) ns.put(chunk + mine_at, acc, mine_len);
     }
     ns.set_mark(c, NodeShared::mark(round, 2));
@@ -490,8 +492,8 @@ void shm_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, st
     if (c.rank() != root) return;
     ns.small_reduce_wait_all(c, b);
     if (bytes) {
-      reduce_into(op, t, ns.reduce_slot(0, b), ns.reduce_slot(1, b), out, count);
-      for (int r = 2; r < c.size(); ++r) reduce_apply(op, t, ns.reduce_slot(r, b), out, count);
+      combine_in_rank_order(
+          op, t, c.size(), [&](int q) { return ns.reduce_slot(q, b); }, out, count);
     }
     ns.small_reduce_consumed(c, b);
     return;
@@ -552,26 +554,34 @@ void shm_reduce_scatter(const CommImpl& c, NodeShared& ns, const void* in, void*
   // Rank q gets block q (counts[q] elements) of the element-wise reduction; only rank q
   // combines block q, in rank order, so nobody else needs its result.
   const int n = c.size(), r = c.rank();
-  std::vector<std::size_t> displ(static_cast<std::size_t>(n) + 1, 0);
-  for (int q = 0; q < n; ++q) displ[q + 1] = displ[q] + counts[static_cast<std::size_t>(q)];
-  const std::size_t total = displ[n] * esize, mine = counts[static_cast<std::size_t>(r)];
-  // In place the input is `out`, whose front the result overwrites: work from a copy.
-  std::vector<std::byte> copy;
-  if (!in) copy.assign(static_cast<const std::byte*>(out), static_cast<const std::byte*>(out) + total);
-  const auto* src = static_cast<const std::byte*>(in ? in : copy.data());
-  if (total <= kMaxBytes) {
-    // Every rank deposits its whole vector in its small block; everyone waits for everyone
-    // (a block is written again two calls later, once all have left the next call's wait).
+  std::size_t before = 0, total = 0;  // elements of the blocks before this rank's, of all
+  for (int q = 0; q < n; ++q) {
+    if (q == r) before = total;
+    total += counts[static_cast<std::size_t>(q)];
+  }
+  const std::size_t mine = counts[static_cast<std::size_t>(r)];
+  if (total * esize <= kMaxBytes) {
+    // Every rank deposits its whole vector in its small block (in place too: the result is
+    // written only after); everyone waits for everyone (a block is written again two calls
+    // later, once all have left the next call's wait).
     const std::uint64_t g = ns.next_gen();
-    if (total) copy_bytes(ns.block(r, g), src, total);
+    if (total) copy_bytes(ns.block(r, g), in ? in : out, total * esize);
     ns.arrive_and_wait(c, g);
     if (mine) {
-      const std::size_t at = displ[r] * esize;
-      reduce_into(op, t, ns.block(0, g) + at, ns.block(1, g) + at, out, mine);
-      for (int q = 2; q < n; ++q) reduce_apply(op, t, ns.block(q, g) + at, out, mine);
+      combine_in_rank_order(
+          op, t, n, [&](int q) { return ns.block(q, g) + before * esize; }, out, mine);
     }
     return;
   }
+  std::vector<std::size_t> displ(static_cast<std::size_t>(n) + 1, 0);
+  for (int q = 0; q < n; ++q) displ[q + 1] = displ[q] + counts[static_cast<std::size_t>(q)];
+  // In place the input is `out`, whose front the result overwrites: work from a copy.
+  std::vector<std::byte> copy;
+  if (!in) {
+    const auto* o = static_cast<const std::byte*>(out);
+    copy.assign(o, o + total * esize);
+  }
+  const auto* src = static_cast<const std::byte*>(in ? in : copy.data());
   // Rounds over the blocks' elements, s a round: a rank's chunk holds, at q·s, its piece of
   // block q for rank q (its own piece it reads from its input); rank q combines the p pieces.
   std::size_t longest = 0;
@@ -580,7 +590,7 @@ void shm_reduce_scatter(const CommImpl& c, NodeShared& ns, const void* in, void*
   // Chunks too small for a line per rank (many ranks, tiny fragment_size): every rank sees
   // the same s and takes the ring instead.
   if (s == 0) return reduce_scatter_ring(c, in, out, counts, esize, t, op);
-  NodeShared::Call call(ns, c, NodeShared::Use::reduce_scatter, total);
+  NodeShared::Call call(ns, c, NodeShared::Use::reduce_scatter, total * esize);
   auto piece = [&](int q, std::size_t first) {
     const std::size_t cq = counts[static_cast<std::size_t>(q)];
     return cq > first ? std::min(s, cq - first) : 0;
@@ -598,9 +608,7 @@ void shm_reduce_scatter(const CommImpl& c, NodeShared& ns, const void* in, void*
       auto part = [&](int q) -> const std::byte* {
         return q == r ? src + (displ[r] + first) * esize : ns.chunk_of(q, round) + r * s * esize;
       };
-      std::byte* acc = static_cast<std::byte*>(out) + first * esize;
-      reduce_into(op, t, part(0), part(1), acc, len);
-      for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, len);
+      combine_in_rank_order(op, t, n, part, static_cast<std::byte*>(out) + first * esize, len);
     }
     ns.set_mark(c, NodeShared::mark(round, 3));
   }

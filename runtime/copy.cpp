@@ -25,73 +25,53 @@ __attribute__((target("avx2"), always_inline)) inline void store(std::byte* to, 
   }
 }
 
-template <bool Streaming>
-__attribute__((target("avx2"))) void copy_vectors(std::byte* d, const std::byte* s, std::size_t n) {
+// Twice: the same source also into `also` (unaligned stores), each loaded vector stored to
+// both; the alignment and the streaming stores are d's.
+template <bool Streaming, bool Twice>
+__attribute__((target("avx2"))) void copy_vectors(std::byte* d, std::byte* also, const std::byte* s,
+                                                  std::size_t n) {
   const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
   const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + n - 32));
-  std::byte* const first = d;
-  std::byte* const last = d + n - 32;
+  const std::size_t total = n;
+  auto ends = [&](std::byte * to) __attribute__((target("avx2"), always_inline)) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), head);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + total - 32), tail);
+  };
+  std::byte* const d_first = d;
+  std::byte* const also_first = also;
   const std::size_t skip = 32 - (reinterpret_cast<std::uintptr_t>(d) & 31);
   d += skip;
   s += skip;
   n -= skip;
+  if constexpr (Twice) also += skip;
   for (; n >= 128; d += 128, s += 128, n -= 128) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 64));
-    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 96));
-    store<Streaming>(d, a);
-    store<Streaming>(d + 32, b);
-    store<Streaming>(d + 64, c);
-    store<Streaming>(d + 96, e);
-  }
-  for (; n >= 32; d += 32, s += 32, n -= 32)
-    store<Streaming>(d, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
-  if constexpr (Streaming) _mm_sfence();
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(first), head);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(last), tail);
-}
-
-// The same source into two destinations at once, each loaded vector stored twice: `b` aligned
-// (and streaming if asked), `a` unaligned.
-template <bool Streaming>
-__attribute__((target("avx2"))) void copy_vectors_twice(std::byte* a, std::byte* b,
-                                                        const std::byte* s, std::size_t n) {
-  const __m256i head = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
-  const __m256i tail = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + n - 32));
-  std::byte* const a_first = a;
-  std::byte* const b_first = b;
-  std::byte* const a_last = a + n - 32;
-  std::byte* const b_last = b + n - 32;
-  const std::size_t skip = 32 - (reinterpret_cast<std::uintptr_t>(b) & 31);
-  a += skip;
-  b += skip;
-  s += skip;
-  n -= skip;
-  for (; n >= 128; a += 128, b += 128, s += 128, n -= 128) {
     const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
     const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32));
     const __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 64));
     const __m256i v3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 96));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a), v0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + 32), v1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + 64), v2);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + 96), v3);
-    store<Streaming>(b, v0);
-    store<Streaming>(b + 32, v1);
-    store<Streaming>(b + 64, v2);
-    store<Streaming>(b + 96, v3);
+    store<Streaming>(d, v0);
+    store<Streaming>(d + 32, v1);
+    store<Streaming>(d + 64, v2);
+    store<Streaming>(d + 96, v3);
+    if constexpr (Twice) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(also), v0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(also + 32), v1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(also + 64), v2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(also + 96), v3);
+      also += 128;
+    }
   }
-  for (; n >= 32; a += 32, b += 32, s += 32, n -= 32) {
+  for (; n >= 32; d += 32, s += 32, n -= 32) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a), v);
-    store<Streaming>(b, v);
+    store<Streaming>(d, v);
+    if constexpr (Twice) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(also), v);
+      also += 32;
+    }
   }
   if constexpr (Streaming) _mm_sfence();
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(a_first), head);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(a_last), tail);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(b_first), head);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(b_last), tail);
+  ends(d_first);
+  if constexpr (Twice) ends(also_first);
 }
 
 // Without AVX2 (older than every machine this is tuned on) glibc's memcpy it is.
@@ -106,7 +86,8 @@ const bool kAvx2 = [] {
 void copy_large(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
   if (kAvx2) {
-    copy_vectors<false>(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+    copy_vectors<false, false>(static_cast<std::byte*>(dst), nullptr,
+                               static_cast<const std::byte*>(src), n);
     return;
   }
 #endif
@@ -116,7 +97,8 @@ void copy_large(void* dst, const void* src, std::size_t n) {
 void copy_streaming(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
   if (kAvx2 && n >= 2048) {
-    copy_vectors<true>(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+    copy_vectors<true, false>(static_cast<std::byte*>(dst), nullptr,
+                              static_cast<const std::byte*>(src), n);
     return;
   }
 #endif
@@ -129,8 +111,8 @@ void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming
     auto* pa = static_cast<std::byte*>(a);
     auto* pb = static_cast<std::byte*>(b);
     const auto* ps = static_cast<const std::byte*>(src);
-    if (streaming_b) copy_vectors_twice<true>(pa, pb, ps, n);
-    else copy_vectors_twice<false>(pa, pb, ps, n);
+    if (streaming_b) copy_vectors<true, true>(pb, pa, ps, n);
+    else copy_vectors<false, true>(pb, pa, ps, n);
     return;
   }
 #endif

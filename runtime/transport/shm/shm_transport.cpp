@@ -277,9 +277,8 @@ public:
     return len < 2 * kSplitMinPiece ? len : round_up((len + 1) / 2, kPage);
   }
   void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took) {
-    const double s = std::chrono::duration<double>(took).count();
-    chooser_.record(m, bytes, s);
-    chunk_chooser_.record(m, bytes, s);
+    (cma_ok_ ? chooser_ : chunk_chooser_)
+        .record(m, bytes, std::chrono::duration<double>(took).count());
   }
   // True when `err` says cross-memory attach is forbidden here (ptrace rules); the transport
   // then copies through shared chunks from now on.
