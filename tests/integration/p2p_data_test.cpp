@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -267,6 +269,65 @@ TEST(Protocol, SelectionFollowsEffectiveThresholds) {
   if (env_is("RMP_SHM_COPY", "streaming")) {
     EXPECT_EQ(streaming, chunks) << copy_ctx;
   }
+}
+
+// Windows of rendezvous receives posted before the sends: many gets in flight at once, so that
+// with RMP_SHM_COPY=auto the copy chooser's warm-up and exploration change the mechanism while
+// gets of another are still running (the later ones wait until those end: shm_gets_waited).
+// Every byte arrives, in every variant; a forced mechanism never waits.
+TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  const std::size_t bytes = std::max<std::size_t>(knobs().eager_threshold + 1, (192u << 10) + 5);
+  constexpr int kWindow = 24, kRounds = 3;
+  const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  const int sender = std::min(r, partner), receiver = std::max(r, partner);
+  const rmp::rt::Counters before = rmp::rt::counters();
+  if (partner < n) {
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<std::vector<std::byte>> bufs;
+      std::vector<rmp::Request> reqs;
+      for (int i = 0; i < kWindow; ++i) {
+        const auto key = seed(sender, receiver, static_cast<std::uint64_t>(round * kWindow + i), 0x7e);
+        if (r % 2 == 1) {
+          bufs.emplace_back(bytes);
+          reqs.push_back(w.irecv(bufs.back().data(), bytes, partner, 900 + i));
+        } else {
+          bufs.push_back(make_message<std::byte>(bytes, key));
+        }
+      }
+      // The receiver posts its window first, then lets the sender go.
+      int go = 0;
+      if (r % 2 == 1) {
+        w.send(&go, 1, partner, 899);
+      } else {
+        w.recv(&go, 1, partner, 899);
+        for (int i = 0; i < kWindow; ++i)
+          reqs.push_back(w.isend(bufs[static_cast<std::size_t>(i)].data(), bytes, partner, 900 + i));
+      }
+      rmp::wait_all(reqs);
+      if (r % 2 == 1) {
+        for (int i = 0; i < kWindow; ++i) {
+          const auto key =
+              seed(sender, receiver, static_cast<std::uint64_t>(round * kWindow + i), 0x7e);
+          EXPECT_TRUE(matches(bufs[static_cast<std::size_t>(i)].data(), bytes, key))
+              << "round " << round << ", message " << i << " of " << bytes << " B";
+        }
+      }
+    }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t gets = (after.shm_gets_single - before.shm_gets_single) +
+                             (after.shm_gets_chunks - before.shm_gets_chunks) +
+                             (after.shm_gets_split - before.shm_gets_split);
+  const std::uint64_t waited = after.shm_gets_waited - before.shm_gets_waited;
+  EXPECT_LE(waited, gets) << "gets waited vs gets started on rank " << r;
+  const char* copy = std::getenv("RMP_SHM_COPY");
+  if (copy && std::string_view(copy) != "auto") {
+    EXPECT_EQ(waited, 0u) << "RMP_SHM_COPY=" << copy << " forces one mechanism";
+  }
+  w.barrier();
 }
 
 // ---- Self ------------------------------------------------------------------------------------
