@@ -1,7 +1,8 @@
 // The adaptive tuner (RMP_TUNE=adaptive, DESIGN §5): for each message-size bucket it keeps a
 // window of recent completion costs of the setting in use and moves that setting, one step of
 // one knob at a time, toward the fastest observed one. Mostly it exploits (a burst of kBurst
-// uses in kExplorePeriod tries a neighbouring setting); a neighbour replaces the current setting when,
+// uses in kExplorePeriod tries a neighbouring setting, less and less often while every
+// neighbour keeps losing); a neighbour replaces the current setting when,
 // over a full window of its costs, the median ratio to the current setting's latest cost
 // before each is below 1 - kMargin. Pairing each exploration with a sample taken just before
 // it compares the two under the same conditions, so a machine whose speed drifts (other jobs,
@@ -37,7 +38,14 @@ public:
   // after a burst is not judged.
   static constexpr std::uint32_t kBurst = 4;
   static constexpr std::uint32_t kExplorePeriod = 64;
+  // At an optimum every neighbour loses, and exploring it costs a burst of its slower uses
+  // every period forever: with rendezvous 2-3x slower than eager at 64 KiB, 4 uses in 64 made
+  // the tuned ping-pong 15 % slower than the static rule (benchmarks/tune-proof, 9 pairs).
+  // Once each valid step from the current setting has lost in a row, the period doubles, up to
+  // kExplorePeriod << kMaxBackoff; a move resets it.
+  static constexpr std::uint32_t kMaxBackoff = 4;
   static constexpr double kMargin = 0.03;  // a neighbour must be 3 % faster to win
+  static constexpr double kClearlyWorse = 1.5;
 
   using Setting = std::array<std::uint8_t, kMaxDims>;
 
@@ -74,7 +82,8 @@ public:
       --b.burst_left;
       return {b.candidate, true};
     }
-    if (b.uses % kExplorePeriod != 0 || b.now.count < kWindow) return {b.current, false};
+    if (b.uses % (std::uint64_t{kExplorePeriod} << b.backoff) != 0 || b.now.count < kWindow)
+      return {b.current, false};
     if (!b.has_candidate && !pick_candidate(b)) return {b.current, false};
     ++explorations_;
     b.burst_left = kBurst - 1;
@@ -106,16 +115,26 @@ public:
     }
     if (b.latest <= 0) return false;
     b.cand.add(cost / b.latest);
-    if (b.cand.count < kWindow) return false;
+    // A neighbour whose every judged use so far cost kClearlyWorse times the current's loses
+    // at once, without the rest of its window: in noise of ±10 % that is no accident, and
+    // judging it on a full window took three bursts of its slow uses.
+    const bool clearly_worse = b.cand.count >= kBurst - 1 && b.cand.min() >= kClearlyWorse;
+    if (b.cand.count < kWindow && !clearly_worse) return false;
     const bool better = b.cand.median() < 1 - kMargin;
     if (better) {
       b.current = b.candidate;
       b.now = Window{};  // the new setting's own costs start the next comparisons
       b.latest = 0;
       ++moves_;
+      b.losses = 0;
+      b.backoff = 0;
       // Keep going the way that paid (momentum): try the same step again first.
     } else {
       b.next_step = (b.next_step + 1) % (2 * kMaxDims);
+      if (++b.losses >= valid_steps(b.current)) {
+        b.losses = 0;
+        b.backoff = std::min(b.backoff + 1, kMaxBackoff);
+      }
     }
     b.has_candidate = false;
     b.cand = Window{};
@@ -128,6 +147,10 @@ public:
 
   std::uint64_t explorations() const { return explorations_; }
   std::uint64_t moves() const { return moves_; }
+  // Uses between explorations of this bucket now.
+  std::uint64_t explore_period(std::size_t bucket) const {
+    return std::uint64_t{kExplorePeriod} << buckets_[bucket].backoff;
+  }
 
 private:
   // The last kWindow costs, oldest overwritten first.
@@ -138,6 +161,9 @@ private:
       v[next] = x;
       next = (next + 1) % kWindow;
       count = std::min(count + 1, kWindow);
+    }
+    double min() const {
+      return *std::min_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(count));
     }
     double median() const {
       std::array<double, kWindow> s = v;
@@ -157,9 +183,18 @@ private:
     std::uint32_t unjudged_cand = 0;     // candidate observations to skip (burst starts)
     std::uint32_t cand_pending = 0;      // candidate observations still to come
     std::uint32_t unjudged_current = 0;  // current observations to skip (after a burst)
+    std::uint32_t losses = 0;            // neighbours that lost in a row since the last move
+    std::uint32_t backoff = 0;           // explore period = kExplorePeriod << backoff
     double latest = 0;  // the current setting's latest cost
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
   };
+
+  // ±1 steps from s that stay inside the grid.
+  std::uint32_t valid_steps(const Setting& s) const {
+    std::uint32_t n = 0;
+    for (std::size_t d = 0; d < kMaxDims; ++d) n += (s[d] > 0) + (s[d] + 1 < extent_[d]);
+    return n;
+  }
 
   // The next valid ±1 step from current, in round-robin order from next_step.
   bool pick_candidate(Bucket& b) const {
