@@ -274,6 +274,7 @@ private:
   std::vector<RequestState*> activities_;
   std::size_t active_gets_ = 0;  // rendezvous reads in progress at this rank
   std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
+  std::int64_t last_tuned_done_ns_ = 0;        // completion of the last tuned send
   std::recursive_mutex mu_;
   bool threaded_ = false;
   struct ProgressThread;

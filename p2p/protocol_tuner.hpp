@@ -40,14 +40,17 @@ public:
     return {c.setting[0] == kEager, c.explore};
   }
 
-  // A send of `bytes` by the given protocol completed `seconds` after it was posted; true when
-  // its bucket switched protocol. An eager send completes once its payload is in the
-  // transport's buffer, but the message is delivered only after the receiver has copied it
-  // out again, a copy of the same size: its observation counts the measured time twice, so
-  // that both protocols are judged on delivery.
-  bool observe(std::size_t bytes, bool eager, double seconds) {
+  // A send of `bytes` by the given protocol took `seconds` of the stream of sends (p2p/engine.cpp:
+  // from its post or the previous send's completion); true when its bucket switched protocol.
+  // An eager send completes once its payload is in the transport's buffer, but the message is
+  // delivered only after the receiver has copied it out again, a copy of the same size: alone
+  // (not `pipelined`: posted after the previous send had completed, as in a ping-pong) its
+  // observation counts the measured time twice, so that both protocols are judged on
+  // delivery. In a stream the receiver's copy of one message overlaps the sender's copy of the
+  // next, and a full buffer makes the sender's completions wait for the receiver anyway.
+  bool observe(std::size_t bytes, bool eager, double seconds, bool pipelined = false) {
     if (bytes == 0 || seconds < 0) return false;
-    const double cost = (eager ? 2 * seconds : seconds) / static_cast<double>(bytes);
+    const double cost = (eager && !pipelined ? 2 * seconds : seconds) / static_cast<double>(bytes);
     return hill_.observe(rt::HillTuner::bucket_of(bytes), {eager ? kEager : kRndv, 0, 0}, cost);
   }
 

@@ -67,6 +67,8 @@ Knobs read_knobs() {
     }
     if (!found) k.problems.push_back(std::string("no row named ") + w.name);
   }
+  for (const rmp::ParamInfo& row : rows)
+    if (row.name == "tune") k.tune_adaptive = row.value == "adaptive";
   k.table = table.str();
   if (k.fragment_size == 0) {  // keep the size arithmetic of the tests defined
     k.problems.push_back("fragment_size is 0");
@@ -80,6 +82,12 @@ Knobs read_knobs() {
 const Knobs& knobs() {
   static const Knobs k = read_knobs();
   return k;
+}
+
+std::size_t eager_credit_bytes() {
+  const Knobs& k = knobs();
+  const std::size_t largest_eager = (k.tune_adaptive ? 2 : 1) * k.eager_threshold;
+  return k.rq_depth * std::max(largest_eager, k.inline_threshold);
 }
 
 Proto proto_of(std::size_t bytes) {

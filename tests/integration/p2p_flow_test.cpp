@@ -55,13 +55,13 @@ void flood(std::size_t count, std::size_t s, bool sync_last, std::uint64_t salt)
         (unsigned long long)(c.msgs_inline - before.msgs_inline),
         (unsigned long long)(c.msgs_eager - before.msgs_eager),
         (unsigned long long)(c.msgs_rndv - before.msgs_rndv));
-    // Eager credits are bytes: rq_depth slots of eager_threshold bytes per peer, each message
-    // charged at least its size. A flood whose payload alone exceeds that must stall.
-    const std::size_t budget = k.rq_depth * std::max(k.eager_threshold, k.inline_threshold);
+    // Eager credits are bytes: rq_depth slots of the largest eager message per peer, each
+    // message charged at least its size. A flood whose payload alone exceeds that must stall.
+    const std::size_t budget = eager_credit_bytes();
     if (proto_of(s) != Proto::rndv && k.rq_depth > 0 && count * s > budget) {
       EXPECT_GT(stalls, 0u) << what << ": " << count * s << " payload bytes exceed the credit of "
                             << budget << " bytes (rq_depth=" << k.rq_depth
-                            << " x eager_threshold), yet no credit stall was counted";
+                            << " x largest eager message), yet no credit stall was counted";
     }
   } else if (r == 1) {
     c.unexpected_eager_bytes_peak = c.unexpected_eager_bytes;  // measure this flood only
@@ -86,19 +86,20 @@ void flood(std::size_t count, std::size_t s, bool sync_last, std::uint64_t salt)
     const std::uint64_t peak = c.unexpected_eager_bytes_peak;
     std::printf(
         "[rank 1] flood of %s: unexpected_msgs %llu, unexpected_peak %llu, "
-        "unexpected_eager_bytes_peak %llu (bound rq_depth x eager_threshold = %llu)\n",
+        "unexpected_eager_bytes_peak %llu (bound rq_depth x largest eager message = %llu)\n",
         what.c_str(), (unsigned long long)(c.unexpected_msgs - before.unexpected_msgs),
         (unsigned long long)c.unexpected_peak, (unsigned long long)peak,
-        (unsigned long long)(k.rq_depth * k.eager_threshold));
+        (unsigned long long)eager_credit_bytes());
     EXPECT_GT(k.rq_depth, 0u) << "rq_depth not readable from effective_params(\"shm\")";
-    EXPECT_LE(peak, k.rq_depth * k.eager_threshold)
-        << what << ": unexpected eager payload exceeded rq_depth x eager_threshold";
+    EXPECT_LE(peak, eager_credit_bytes())
+        << what << ": unexpected eager payload exceeded rq_depth x largest eager message";
   }
 }
 
 // 20 000 small messages issued by rank 0 before rank 1 posts anything (rank 1 waits for a
 // later ssend first): all arrive in order and intact; the eager payload buffered at rank 1
-// stays within rq_depth × eager_threshold and the sender counts credit stalls.
+// stays within the eager credit (rq_depth × the largest eager message) and the sender counts
+// credit stalls.
 TEST(Flood, Unexpected20000Small_BoundedMemoryAndCreditStalls) {
   if (size() < 2) GTEST_SKIP() << "needs 2 ranks";
   flood(kFlood, flood_size(), /*sync_last=*/true, 0x10);
@@ -115,7 +116,7 @@ TEST(Flood, ReceiverWaitsForLastMessageFirst_NoDeadlock) {
 }
 
 // A flood of messages at the eager threshold itself (as many as fit in 64 MiB, at least
-// rq_depth + 16): the buffered eager payload still stays within rq_depth × eager_threshold.
+// rq_depth + 16): the buffered eager payload still stays within the eager credit.
 TEST(Flood, UnexpectedEagerThresholdSized_BoundedMemory) {
   if (size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const Knobs& k = knobs();
