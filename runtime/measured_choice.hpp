@@ -33,6 +33,9 @@ public:
     int burst = 4;
     int favour = -1;
     double margin = 0;
+    // The mode in use stays until another is more than this much faster (0: the fastest
+    // always), so that two mechanisms of about the same speed do not take turns.
+    double hysteresis = 0;
   };
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
@@ -61,6 +64,10 @@ public:
       if (b.samples[m] > 0 && (best < 0 || score(b, m) > score(b, best))) best = m;
     }
     if (best < 0) return last;  // nothing measured yet: stay with the last mode started
+    if (const int held = b.held; held >= 0 && held != best && b.samples[held] > 0 &&
+                                 score(b, best) < score(b, held) * (1 + pace_.hysteresis))
+      best = held;
+    b.held = best;
     if (N > 1 && b.uses % pace_.period == 0) {
       // Re-measure one of the others, each in turn; one far behind the best only every
       // kFarBehindTurns-th time its turn comes.
@@ -121,6 +128,7 @@ private:
     int explore_left = 0;
     int explore_mode = 0;
     int last_mode = -1;  // mode of the last use recorded
+    int held = -1;       // the mode chosen last outside warm-up and exploration
   };
   bool enabled(int m) const { return (enabled_ >> m & 1) != 0; }
   double score(const Bucket& b, int m) const {

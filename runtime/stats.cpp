@@ -30,6 +30,7 @@ constexpr CounterField kFields[] = {
     {"shm_gets_streaming", &Counters::shm_gets_streaming},
     {"shm_gets_split", &Counters::shm_gets_split},
     {"shm_split_helped", &Counters::shm_split_helped},
+    {"shm_gets_waited", &Counters::shm_gets_waited},
     {"shm_segments", &Counters::shm_segments},
     {"endpoints", &Counters::endpoints},
     {"idle_yields", &Counters::idle_yields},

@@ -270,9 +270,10 @@ TEST(Protocol, SelectionFollowsEffectiveThresholds) {
 }
 
 // Windows of rendezvous receives posted before the sends: many gets in flight at once, so that
-// with RMP_SHM_COPY=auto the copy chooser's warm-up and exploration run gets of several
-// mechanisms side by side. Every byte arrives, in every variant.
-TEST(Rendezvous, WindowsOfGets_EveryByteArrives) {
+// with RMP_SHM_COPY=auto the copy chooser's warm-up and exploration change the mechanism while
+// gets of another are still running (the later ones wait until those end: shm_gets_waited).
+// Every byte arrives, in every variant; a forced mechanism never waits.
+TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
   const int r = rank(), n = size();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";
   const rmp::Comm& w = rmp::world();
@@ -280,6 +281,7 @@ TEST(Rendezvous, WindowsOfGets_EveryByteArrives) {
   constexpr int kWindow = 24, kRounds = 3;
   const int partner = r % 2 == 0 ? r + 1 : r - 1;
   const int sender = std::min(r, partner), receiver = std::max(r, partner);
+  const rmp::rt::Counters before = rmp::rt::counters();
   if (partner < n) {
     for (int round = 0; round < kRounds; ++round) {
       std::vector<std::vector<std::byte>> bufs;
@@ -312,6 +314,16 @@ TEST(Rendezvous, WindowsOfGets_EveryByteArrives) {
         }
       }
     }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t gets = (after.shm_gets_single - before.shm_gets_single) +
+                             (after.shm_gets_chunks - before.shm_gets_chunks) +
+                             (after.shm_gets_split - before.shm_gets_split);
+  const std::uint64_t waited = after.shm_gets_waited - before.shm_gets_waited;
+  EXPECT_LE(waited, gets) << "gets that waited vs gets started on rank " << r;
+  if (env_is("RMP_SHM_COPY", "single") || env_is("RMP_SHM_COPY", "chunks") ||
+      env_is("RMP_SHM_COPY", "split") || env_is("RMP_SHM_COPY", "streaming")) {
+    EXPECT_EQ(waited, 0u) << "a forced mechanism never waits for another";
   }
   w.barrier();
 }

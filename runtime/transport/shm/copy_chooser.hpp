@@ -27,7 +27,8 @@ public:
   // gets in 64 re-measures another mechanism: the double copy is pipelined (its first get
   // after a switch is slow), and in the far placement it runs at a quarter of the split
   // copy's speed, so exploring more often costs too much.
-  explicit CopyChooser(unsigned enabled = 0b1111) : choice_(enabled, {.period = 64, .burst = 4}) {}
+  explicit CopyChooser(unsigned enabled = 0b1111)
+      : choice_(enabled, {.period = 256, .burst = 4, .hysteresis = 0.10}) {}
 
   Mode choose(std::size_t bytes) { return static_cast<Mode>(choice_.choose(bytes)); }
   void record(Mode mode, std::size_t bytes, double seconds) {
