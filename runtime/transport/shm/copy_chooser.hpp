@@ -24,9 +24,11 @@ public:
   static constexpr unsigned kChunkModes = 1u << 1 | 1u << 3;  // without cross-memory attach
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m). A burst of 4
-  // gets in 64 re-measures another mechanism: the double copy is pipelined (its first get
-  // after a switch is slow), and in the far placement it runs at a quarter of the split
-  // copy's speed, so exploring more often costs too much.
+  // gets in 256 re-measures another mechanism: the double copy is pipelined (its first get
+  // after a switch is slow), in the far placement it runs at a quarter of the split copy's
+  // speed, and every change of mechanism drains the gets in flight (shm_transport.cpp), so
+  // exploring more often costs too much. The mechanism in use stays until another measures
+  // more than 10 % faster: two of about the same speed otherwise took turns.
   explicit CopyChooser(unsigned enabled = 0b1111)
       : choice_(enabled, {.period = 256, .burst = 4, .hysteresis = 0.10}) {}
 
