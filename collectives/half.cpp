@@ -133,7 +133,7 @@ __attribute__((target("avx2,f16c"), always_inline)) inline __m256d combine(__m25
 }
 
 template <Kind K>
-__attribute__((target("avx2,f16c"))) std::size_t reduce_half_f32(Compression c,
+__attribute__((target("avx2,f16c"))) std::size_t reduce_half_vec(Compression c,
                                                                  const std::uint16_t* in,
                                                                  float* acc, std::size_t n) {
   std::size_t i = 0;
@@ -142,7 +142,7 @@ __attribute__((target("avx2,f16c"))) std::size_t reduce_half_f32(Compression c,
   return i;
 }
 template <Kind K>
-__attribute__((target("avx2,f16c"))) std::size_t reduce_half_f64(Compression c,
+__attribute__((target("avx2,f16c"))) std::size_t reduce_half_vec(Compression c,
                                                                  const std::uint16_t* in,
                                                                  double* acc, std::size_t n) {
   std::size_t i = 0;
@@ -158,24 +158,22 @@ __attribute__((target("avx2,f16c"))) std::size_t reduce_half_f64(Compression c,
 
 // Elements done (a multiple of 8; the caller finishes the rest), or 0 where there is no
 // vector path for this op.
-std::size_t reduce_half_avx2(Compression c, detail::Type t, Op op, const std::uint16_t* in,
-                             void* acc, std::size_t n) {
-  if (t == detail::Type::f32) {
-    auto* a = static_cast<float*>(acc);
-    switch (op) {
-      case Op::sum: return reduce_half_f32<Kind::sum>(c, in, a, n);
-      case Op::min: return reduce_half_f32<Kind::min>(c, in, a, n);
-      case Op::max: return reduce_half_f32<Kind::max>(c, in, a, n);
-      default: return 0;
-    }
-  }
-  auto* a = static_cast<double*>(acc);
+template <class T>
+std::size_t reduce_half_op(Compression c, Op op, const std::uint16_t* in, T* acc, std::size_t n) {
   switch (op) {
-    case Op::sum: return reduce_half_f64<Kind::sum>(c, in, a, n);
-    case Op::min: return reduce_half_f64<Kind::min>(c, in, a, n);
-    case Op::max: return reduce_half_f64<Kind::max>(c, in, a, n);
+    case Op::sum:
+      return reduce_half_vec<Kind::sum>(c, in, acc, n);
+    case Op::min:
+      return reduce_half_vec<Kind::min>(c, in, acc, n);
+    case Op::max:
+      return reduce_half_vec<Kind::max>(c, in, acc, n);
     default: return 0;
   }
+}
+std::size_t reduce_half_avx2(Compression c, detail::Type t, Op op, const std::uint16_t* in,
+                             void* acc, std::size_t n) {
+  if (t == detail::Type::f32) return reduce_half_op(c, op, in, static_cast<float*>(acc), n);
+  return reduce_half_op(c, op, in, static_cast<double*>(acc), n);
 }
 
 __attribute__((target("avx,f16c"))) void fp16_decode_f16c(const std::uint16_t* in, float* out,

@@ -188,7 +188,7 @@ public:
   // Returns the seconds it measured.
   double record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
                     bool for_chooser = true);
-  // A get ended without a measurement (it failed).
+  // A get ended (record_get calls it; a failed get, unmeasured, calls it alone).
   void get_ended() { --gets_running_; }
 
 private:
@@ -549,7 +549,7 @@ double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time
   // the pipeline empty.)
   if (for_chooser) t_.record_copy(m, len, took);
   last_get_done_ = now;
-  --gets_running_;
+  get_ended();
   return std::chrono::duration<double>(took).count();
 }
 
