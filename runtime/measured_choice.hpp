@@ -107,6 +107,10 @@ public:
     ++b.samples[mode];
   }
 
+  // The mode this size class uses outside warm-up and exploration (-1 during warm-up): a use
+  // of another mode is a measurement.
+  int held(std::size_t bytes) { return bucket(bytes).held; }
+
   // Moving average of the bytes per second `mode` achieved at this size (0: not measured).
   double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
 

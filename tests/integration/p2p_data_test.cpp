@@ -328,6 +328,87 @@ TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
   w.barrier();
 }
 
+// Eager payloads of at least 2 KiB go into the byte ring with cached or streaming stores, as
+// measured (RMP_SHM_COPY=auto: both are tried in the warm-up of every size class), or as a
+// variant forces (streaming: every one; chunks, single, split: none). Ping-pong and windows
+// each way, every byte checked; the sizes straddle the 2 KiB edge and reach eager_threshold.
+TEST(Eager, StoreModes_EveryByteArrives) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  std::vector<std::size_t> sizes;
+  for (std::size_t s : {std::size_t{2047}, std::size_t{2048}, std::size_t{2049}, std::size_t{6001},
+                        knobs().eager_threshold})
+    if (proto_of(s) == Proto::eager) sizes.push_back(s);
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  if (sizes.empty())
+    GTEST_SKIP() << "no eager size of 2 KiB or more under " << knobs().table << " (eager_threshold "
+                 << knobs().eager_threshold << ")";
+  constexpr int kPingPongs = 24, kWindow = 32, kWindows = 3;
+  const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  const rmp::rt::Counters before = rmp::rt::counters();
+  std::uint64_t pickable = 0;  // sends of 2 KiB or more by this rank
+  if (partner < n) {
+    for (std::size_t si = 0; si < sizes.size(); ++si) {
+      const std::size_t bytes = sizes[si];
+      const std::uint64_t big = bytes >= 2048 ? 1 : 0;
+      std::vector<std::byte> in(bytes);
+      for (int i = 0; i < kPingPongs; ++i) {
+        const auto key = seed(std::min(r, partner), std::max(r, partner), si * 1000 + i, 0xea);
+        const auto out = make_message<std::byte>(bytes, key);
+        if (r % 2 == 0) {
+          w.send(out.data(), bytes, partner, 950);
+          w.recv(in.data(), bytes, partner, 951);
+        } else {
+          w.recv(in.data(), bytes, partner, 950);
+          w.send(out.data(), bytes, partner, 951);
+        }
+        pickable += big;
+        EXPECT_TRUE(matches(in.data(), bytes, key)) << "ping-pong " << i << " of " << bytes << " B";
+      }
+      for (int round = 0; round < kWindows; ++round) {
+        // Both ranks stream a window to each other at once.
+        std::vector<std::vector<std::byte>> outs, ins;
+        std::vector<rmp::Request> reqs;
+        for (int i = 0; i < kWindow; ++i) {
+          ins.emplace_back(bytes);
+          reqs.push_back(w.irecv(ins.back().data(), bytes, partner, 952));
+        }
+        for (int i = 0; i < kWindow; ++i) {
+          outs.push_back(
+              make_message<std::byte>(bytes, seed(r, partner, si * 1000 + round * 100 + i, 0xeb)));
+          reqs.push_back(w.isend(outs.back().data(), bytes, partner, 952));
+          pickable += big;
+        }
+        rmp::wait_all(reqs);
+        for (int i = 0; i < kWindow; ++i)
+          EXPECT_TRUE(matches(ins[static_cast<std::size_t>(i)].data(), bytes,
+                              seed(partner, r, si * 1000 + round * 100 + i, 0xeb)))
+              << "window " << round << ", message " << i << " of " << bytes << " B";
+      }
+    }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t streamed = after.shm_eager_streamed - before.shm_eager_streamed;
+  const std::uint64_t diverted = (after.credit_stalls - before.credit_stalls) +
+                                 (after.tune_rndv_below - before.tune_rndv_below);
+  const std::string ctx = "rank " + std::to_string(r) +
+                          ": shm_eager_streamed=" + std::to_string(streamed) + " of " +
+                          std::to_string(pickable) + " sends of 2 KiB or more, " +
+                          std::to_string(diverted) + " sent by rendezvous instead";
+  EXPECT_LE(streamed, pickable) << ctx;
+  if (env_is("RMP_SHM_COPY", "streaming")) {
+    EXPECT_GE(streamed + diverted, pickable) << ctx;
+  } else if (env_is("RMP_SHM_COPY", "chunks") || env_is("RMP_SHM_COPY", "single") ||
+             env_is("RMP_SHM_COPY", "split")) {
+    EXPECT_EQ(streamed, 0u) << ctx;
+  } else if (partner < n && pickable > 0 && diverted == 0) {
+    // The warm-up stores 4 payloads of each size class with streaming stores.
+    EXPECT_GE(streamed, 4u) << ctx;
+  }
+  w.barrier();
+}
+
 // ---- Self ------------------------------------------------------------------------------------
 
 // Every protocol size to one's own rank with the receive posted first; counted as msgs_self.

@@ -10,9 +10,12 @@
 
 #include "runtime/copy.hpp"
 #include "runtime/transport/shm/copy_chooser.hpp"
+#include "runtime/transport/shm/eager_stores.hpp"
 
 using rmp::rt::copy_bytes;
 using rmp::rt::shm::CopyChooser;
+using rmp::rt::shm::EagerStores;
+using rmp::rt::shm::StorePick;
 using Mode = CopyChooser::Mode;
 
 namespace {
@@ -231,3 +234,69 @@ TEST(CopyChooser, UsesOnlyEnabledMechanisms) {
 }
 
 }  // namespace
+
+// ---- How eager payloads are stored into the byte ring (eager_stores.hpp) ---------------------
+
+namespace {
+
+struct StoreRun {
+  int streamed = 0, timed = 0;
+};
+// n payloads of `bytes`; a timed one costs bytes / rate of its mode, fed back at once.
+StoreRun run_stores(EagerStores& e, std::size_t bytes, double cached_rate, double streaming_rate,
+                    int n) {
+  StoreRun r;
+  for (int i = 0; i < n; ++i) {
+    const StorePick p = e.pick(bytes);
+    r.streamed += p.streaming;
+    r.timed += p.timed;
+    if (p.timed)
+      e.record(p.streaming, bytes,
+               static_cast<double>(bytes) / (p.streaming ? streaming_rate : cached_rate));
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(EagerStores, KeepsTheFasterModeAndTimesFewPayloads) {
+  EagerStores e;
+  run_stores(e, 16 << 10, 15e9, 6e9, 2000);  // warm-up
+  // Cores near: cached stores 2.5x faster. Streaming is far behind: a burst of 4 every 8th
+  // turn of 8 timed payloads (~2048 payloads).
+  const StoreRun near = run_stores(e, 16 << 10, 15e9, 6e9, 100000);
+  EXPECT_LE(near.streamed, 400) << "streaming stores re-measured too often";
+  EXPECT_GE(near.streamed, 100) << "streaming stores never re-measured";
+  EXPECT_LE(near.timed, 100000 / 32 + near.streamed + 50);
+  EXPECT_GE(near.timed, 100000 / 32);
+  // The cores moved apart: streaming now 2x faster. It takes over within one slow turn.
+  const StoreRun moved = run_stores(e, 16 << 10, 4e9, 8e9, 4000);
+  EXPECT_GE(moved.streamed, 1500);
+  const StoreRun far = run_stores(e, 16 << 10, 4e9, 8e9, 100000);
+  EXPECT_GE(far.streamed, 99500);
+  // And back.
+  run_stores(e, 16 << 10, 15e9, 6e9, 4000);
+  EXPECT_LE(run_stores(e, 16 << 10, 15e9, 6e9, 10000).streamed, 80);
+}
+
+TEST(EagerStores, SmallPayloadsAndForcedModesNeverMeasure) {
+  EagerStores e;
+  for (int i = 0; i < 1000; ++i) {
+    const StorePick p = e.pick(EagerStores::kMinBytes - 1);
+    EXPECT_FALSE(p.streaming || p.timed);
+  }
+  EagerStores s(EagerStores::Force::streaming), c(EagerStores::Force::cached);
+  for (std::size_t bytes : {std::size_t{2048}, std::size_t{65536}}) {
+    const StorePick ps = s.pick(bytes), pc = c.pick(bytes);
+    EXPECT_TRUE(ps.streaming);
+    EXPECT_FALSE(ps.timed || pc.streaming || pc.timed);
+  }
+}
+
+TEST(EagerStores, SizeClassesAreIndependent) {
+  EagerStores e;
+  run_stores(e, 4 << 10, 10e9, 3e9, 5000);
+  run_stores(e, 32 << 10, 5e9, 12e9, 5000);
+  EXPECT_LE(run_stores(e, 4 << 10, 10e9, 3e9, 5000).streamed, 40);
+  EXPECT_GE(run_stores(e, 32 << 10, 5e9, 12e9, 5000).streamed, 4950);
+}

@@ -7,16 +7,21 @@
 // the ring's end: a pad message skips to the start). Payloads sent "by copy" go to the byte
 // ring; the line then carries their position. The consumer clears the sequence word of every
 // continuation line it consumed, so stale payload bytes can never pass for a header a lap later.
+// A byte-ring payload may be stored with streaming stores and may be timed (eager_stores.hpp):
+// the time the sender began to copy it then rides in the message line and the consumer says
+// what the payload cost once delivered.
 #pragma once
 
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 
 #include "runtime/copy.hpp"
+#include "runtime/transport/shm/eager_stores.hpp"
 #include "runtime/transport/transport.hpp"
 
 namespace rmp::rt::shm {
@@ -26,6 +31,21 @@ inline constexpr AmId kAmPad = 31;
 inline constexpr std::size_t kLineHeader = 12;  // seq, am, hdr_len, flags, nlines, payload_len
 inline constexpr std::size_t kMaxMessageLines = 18;  // 12 + 63 header + 1024 inline payload
 inline constexpr std::uint8_t kFlagDataRing = 1;
+inline constexpr std::uint8_t kFlagStreamed = 2;  // the byte-ring payload had streaming stores
+inline constexpr std::uint8_t kFlagTimed = 4;     // the sender's copy time follows its position
+
+// What a timed payload cost, as the consumer saw it: when it found the payload waiting behind
+// another it had just delivered, its own delivery (it is the bottleneck, the sender's copy was
+// hidden); otherwise from the sender's first store to the end of its delivery. The latter
+// counts what the two copies alone miss: after streaming stores the sender's sequence word
+// becomes visible only once the payload has reached memory (cores near: copy 130 ns, delivery
+// 410, but 660 ns more from the copy's end until the consumer saw the message, against 150
+// after cached stores).
+struct TimedDelivery {
+  bool streamed;
+  std::size_t bytes;
+  std::uint64_t ns;
+};
 
 struct alignas(kLine) Line {
   std::atomic<std::uint32_t> seq;
@@ -58,6 +78,15 @@ inline std::uint32_t lap_seq(std::uint64_t pos, unsigned lap_shift) {
   return static_cast<std::uint32_t>(pos >> lap_shift) + 1;  // never 0: 0 marks a cleared line
 }
 
+using Clock = std::chrono::steady_clock;  // one clock for every process of a node
+inline std::int64_t since_epoch_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Defaults of push() and poll(): cached stores, nobody told of timed payloads.
+inline constexpr auto kCachedStores = [](std::size_t) { return StorePick{}; };
+inline constexpr auto kUntimed = [](const TimedDelivery&) {};
+
 // Largest inline message (header + payload) the ring carries in one message.
 inline constexpr std::size_t max_inline_bytes() { return kMaxMessageLines * kLine - kLineHeader; }
 
@@ -70,12 +99,15 @@ public:
   // Largest payload push() accepts by copy.
   std::size_t max_payload() const { return l_.data_bytes; }
 
-  // Appends a message; retry when the ring (or byte ring) has no room now.
+  // Appends a message; retry when the ring (or byte ring) has no room now. A byte-ring payload
+  // of at least EagerStores::kMinBytes is stored as pick(bytes) says, asked once there is room.
+  template <class Pick = const decltype(kCachedStores)&>
   TStatus push(AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload,
-               bool inline_payload) {
+               bool inline_payload, Pick&& pick = kCachedStores) {
     const std::size_t plen = payload.size();
     const bool inl = inline_payload || plen == 0;
-    const std::size_t body = inl ? hdr.size() + plen : 8 + hdr.size();
+    const bool pickable = !inl && plen >= EagerStores::kMinBytes;
+    const std::size_t body = inl ? hdr.size() + plen : (pickable ? 16 : 8) + hdr.size();
     const std::size_t need = (kLineHeader + body + kLine - 1) / kLine;
     if (need > kMaxMessageLines || hdr.size() > 255 || plen > l_.data_bytes)
       return TStatus::error;
@@ -111,17 +143,30 @@ public:
     }
     Line& m = l_.lines[idx];
     std::byte* b = m.body;
+    std::uint8_t flags = inl ? 0 : kFlagDataRing;
     if (!inl) {
       std::memcpy(b, &dpos, 8);
       b += 8;
-      copy_bytes(l_.data + (dpos & (l_.data_bytes - 1)), payload.data(), plen);
+      std::byte* to = l_.data + (dpos & (l_.data_bytes - 1));
+      const StorePick how = pickable ? pick(plen) : StorePick{};
+      if (how.timed) {
+        const std::int64_t start = since_epoch_ns(Clock::now());
+        std::memcpy(b, &start, 8);
+        b += 8;
+      }
+      if (how.streaming) {
+        copy_streaming(to, payload.data(), plen);  // fenced before the sequence word
+      } else {
+        copy_bytes(to, payload.data(), plen);
+      }
+      flags |= (how.streaming ? kFlagStreamed : 0) | (how.timed ? kFlagTimed : 0);
       dhead_ = dpos + plen;
     }
     if (!hdr.empty()) std::memcpy(b, hdr.data(), hdr.size());
     if (inl && plen) std::memcpy(b + hdr.size(), payload.data(), plen);
     m.am = am;
     m.hdr_len = static_cast<std::uint8_t>(hdr.size());
-    m.flags = inl ? 0 : kFlagDataRing;
+    m.flags = flags;
     m.nlines = static_cast<std::uint8_t>(need);
     m.payload_len = static_cast<std::uint32_t>(plen);
     m.seq.store(lap_seq(pos, shift_), std::memory_order_release);
@@ -149,8 +194,9 @@ public:
   }
 
   // Delivers at most `budget` messages to deliver(am, header, payload); returns how many.
-  template <class Deliver>
-  int poll(Deliver&& deliver, int budget) {
+  // After a timed payload's delivery, timed(TimedDelivery) is told what it cost.
+  template <class Deliver, class Timed = const decltype(kUntimed)&>
+  int poll(Deliver&& deliver, int budget, Timed&& timed = kUntimed) {
     int n = 0;
     const std::size_t mask = l_.nlines - 1;
     while (n < budget) {
@@ -161,16 +207,32 @@ public:
       if (m.am != kAmPad) {
         const std::byte* b = m.body;
         std::span<const std::byte> payload;
+        std::int64_t start = 0;
         if (m.flags & kFlagDataRing) {
           std::uint64_t dpos;
           std::memcpy(&dpos, b, 8);
           b += 8;
+          if (m.flags & kFlagTimed) {
+            std::memcpy(&start, b, 8);
+            b += 8;
+          }
           payload = {l_.data + (dpos & (l_.data_bytes - 1)), m.payload_len};
           data_end = dpos + m.payload_len;
         } else {
           payload = {b + m.hdr_len, m.payload_len};
         }
-        deliver(m.am, std::span<const std::byte>(b, m.hdr_len), payload);
+        if (m.flags & kFlagTimed) {
+          const std::int64_t t0 = since_epoch_ns(Clock::now());
+          deliver(m.am, std::span<const std::byte>(b, m.hdr_len), payload);
+          const std::int64_t t1 = since_epoch_ns(Clock::now());
+          // Waiting behind the message delivered just before (n > 0), or a start the clocks
+          // disagree on: the delivery alone.
+          const std::int64_t from = n > 0 || start > t0 ? t0 : start;
+          timed(TimedDelivery{(m.flags & kFlagStreamed) != 0, payload.size(),
+                              static_cast<std::uint64_t>(t1 - from)});
+        } else {
+          deliver(m.am, std::span<const std::byte>(b, m.hdr_len), payload);
+        }
         ++n;
       }
       for (std::size_t i = 1; i < nl; ++i)

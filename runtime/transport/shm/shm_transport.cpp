@@ -33,6 +33,7 @@ using namespace shm;
 constexpr AmId kAmGetReq = 24;  // requester → owner: serve [addr, addr+len) through chunks
 constexpr AmId kAmPutData = 25;  // a piece of a put without cross-memory attach
 constexpr AmId kAmSplitGet = 26;  // requester → owner: a split get is published, help copy it
+constexpr AmId kAmEagerCost = 27;  // receiver → sender: what a timed eager payload cost
 constexpr std::uint32_t kMagic = 0x524d5053;
 constexpr std::size_t kPage = 4096;
 constexpr int kPollBudget = 32;
@@ -96,8 +97,6 @@ struct DirLayout {
 
 class ShmTransport;
 
-using Clock = std::chrono::steady_clock;
-
 // A chunked get moves `fragment` bytes per chunk with at most `depth` chunks in flight: the
 // pair's geometry unless RMP_TUNE=adaptive chose less (GetRequest carries the choice).
 struct GetJob {
@@ -121,6 +120,12 @@ struct GetRequest {
   std::uint32_t fragment, depth;
   std::uint32_t streaming;  // the owner stores into the chunks with non-temporal stores
   std::uint32_t unused = 0;
+};
+// What a timed eager payload cost: the sender's copy and the receiver's delivery.
+struct EagerCost {
+  std::uint32_t bytes;
+  std::uint32_t ns;
+  std::uint32_t streamed;
 };
 struct CmaJob {
   int pid;
@@ -155,6 +160,7 @@ int cma_transfer(int pid, std::byte* local, std::uint64_t remote, std::size_t le
 // valid until the matching completion runs.
 struct PendingCtl {
   AmId am;
+  std::uint8_t hlen;
   std::array<std::byte, sizeof(GetRequest)> hdr;
   std::span<const std::byte> payload;
   Completion* done;  // run once sent (puts), or nullptr
@@ -162,11 +168,16 @@ struct PendingCtl {
 
 class ShmEndpoint final : public Endpoint {
 public:
-  ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, int my_dir);
+  ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, int my_dir,
+              EagerStores::Force stores);
 
   TStatus send_am(AmId id, std::span<const std::byte> header,
                   std::span<const std::byte> payload, bool inline_hint) override {
-    return out_.push(id, header, payload, inline_hint);
+    return out_.push(id, header, payload, inline_hint, [this](std::size_t bytes) {
+      const StorePick how = stores_.pick(bytes);
+      if (how.streaming) ++eager_streamed();
+      return how;
+    });
   }
   TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
               Completion* done) override;
@@ -200,12 +211,14 @@ private:
   int drain_chunks();
   int drive_split();
   int help_split();
+  std::uint64_t& eager_streamed();
 
   ShmTransport& t_;
   int peer_pid_;
   Mapping seg_;
   RingProducer out_;
   RingConsumer in_;
+  EagerStores stores_;  // how out_'s eager payloads are stored
   ChunkLayout out_chunks_, in_chunks_;
   std::uint64_t produced_ = 0, consumed_cache_ = 0;  // as owner (out_chunks_), in bytes
   std::uint64_t consumed_ = 0, produced_cache_ = 0;  // as requester (in_chunks_), in bytes
@@ -358,8 +371,9 @@ private:
 
 // ---------------------------------------------------------------------------------------------
 
-ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, int my_dir)
-    : Endpoint(peer), t_(t), peer_pid_(peer_pid), seg_(std::move(seg)) {
+ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, int my_dir,
+                         EagerStores::Force stores)
+    : Endpoint(peer), t_(t), peer_pid_(peer_pid), seg_(std::move(seg)), stores_(stores) {
   auto* h = static_cast<PairHeader*>(seg_.data());
   auto* base = static_cast<std::byte*>(seg_.data());
   DirLayout d(h->nlines, h->data_bytes, h->nchunks, h->chunk_bytes);
@@ -389,14 +403,17 @@ ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, i
 
 Transport& ShmEndpoint::transport() { return t_; }
 
+std::uint64_t& ShmEndpoint::eager_streamed() { return t_.counters().shm_eager_streamed; }
+
 void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
                            std::span<const std::byte> payload, Completion* done) {
   if (ctl_.empty() && out_.push(am, hdr, payload, false) == TStatus::ok) {
     if (done) t_.complete_later(done, TStatus::ok);
     return;
   }
-  PendingCtl p{am, {}, payload, done};
-  if (!hdr.empty()) std::memcpy(p.hdr.data(), hdr.data(), std::min(hdr.size(), p.hdr.size()));
+  PendingCtl p{
+      am, static_cast<std::uint8_t>(std::min(hdr.size(), sizeof p.hdr)), {}, payload, done};
+  if (!hdr.empty()) std::memcpy(p.hdr.data(), hdr.data(), p.hlen);
   ctl_.push_back(p);
   t_.mark_busy(this);
 }
@@ -536,9 +553,19 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
           std::uint64_t h[2];
           std::memcpy(h, hdr.data(), sizeof h);
           copy_bytes(reinterpret_cast<void*>(h[0]), payload.data(), payload.size());
+        } else if (am == kAmEagerCost) {
+          EagerCost c;
+          std::memcpy(&c, hdr.data(), sizeof c);
+          stores_.record(c.streamed != 0, c.bytes, static_cast<double>(c.ns) * 1e-9);
         }
       },
-      kPollBudget);
+      kPollBudget,
+      [&](const TimedDelivery& d) {
+        const EagerCost c{static_cast<std::uint32_t>(d.bytes),
+                          static_cast<std::uint32_t>(std::min<std::uint64_t>(d.ns, UINT32_MAX)),
+                          d.streamed ? 1u : 0u};
+        send_ctl(kAmEagerCost, std::as_bytes(std::span(&c, 1)), {}, nullptr);
+      });
 }
 
 double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
@@ -721,8 +748,7 @@ int ShmEndpoint::advance() {
   int n = 0;
   while (!ctl_.empty()) {
     PendingCtl& p = ctl_.front();
-    const std::size_t hlen = p.am == kAmGetReq ? sizeof(GetRequest) : p.am == kAmPutData ? 16 : 0;
-    if (out_.push(p.am, std::span(p.hdr.data(), hlen), p.payload, false) != TStatus::ok) break;
+    if (out_.push(p.am, std::span(p.hdr.data(), p.hlen), p.payload, false) != TStatus::ok) break;
     if (p.done) t_.complete_later(p.done, TStatus::ok);
     ctl_.pop_front();
     ++n;
@@ -795,7 +821,14 @@ ShmEndpoint* ShmTransport::attach(int local_peer, Mapping seg) {
   const int my_dir = id_.local_rank < local_peer ? 0 : 1;
   const int peer_world = h->world[1 - my_dir];
   const int peer_pid = h->pid[1 - my_dir];
-  auto ep = std::make_unique<ShmEndpoint>(*this, peer_world, peer_pid, std::move(seg), my_dir);
+  // RMP_SHM_COPY=streaming stores eager payloads with streaming stores too; the other forced
+  // mechanisms keep cached ones; auto measures.
+  const EagerStores::Force stores =
+      cfg_.copy == ShmConfig::Copy::automatic   ? EagerStores::Force::none
+      : cfg_.copy == ShmConfig::Copy::streaming ? EagerStores::Force::streaming
+                                                : EagerStores::Force::cached;
+  auto ep =
+      std::make_unique<ShmEndpoint>(*this, peer_world, peer_pid, std::move(seg), my_dir, stores);
   ShmEndpoint* raw = ep.get();
   eps_.push_back(std::move(ep));
   by_local_[local_peer] = raw;

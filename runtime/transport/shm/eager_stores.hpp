@@ -1,0 +1,88 @@
+// How a sender stores an eager payload into the pair's byte ring: with ordinary (cached)
+// stores, or with streaming (non-temporal) ones that send the lines to memory. With the two
+// cores near each other (sharing a cache) the receiver copies cached lines out 2-3x faster
+// than it reads them from memory; with the cores far apart every cached line it reads is
+// pulled out of the sender's cache one by one and streaming stores win by about as much
+// (this project's machine, forced either way: 4 KiB ping-pong 2.6x slower with streaming
+// stores near; 4-48 KiB, cores far, the measured choice against cached stores only: latency
+// 0.36-0.61x at 16-48 KiB, bandwidth 2.3-3.3x). The placement changes at run time, so the
+// choice is measured (runtime/measured_choice.hpp) per size class.
+//
+// What is measured is what the mode costs the message as the receiver sees it (shm_ring.hpp,
+// TimedDelivery): from the sender's first store to the end of the delivery, or the delivery
+// alone when the payload waited behind another; the receiver sends it back (shm_transport.cpp).
+// The sender alone cannot judge: its streaming copy looks as fast either way, while the reader
+// pays, and after streaming stores the message becomes visible only once the payload is in
+// memory. While the mode in use holds, one payload in kTimedEvery is timed and the chooser
+// hears only of those (the others take a decrement and a branch; asking the chooser about
+// every payload and timing one in 8 cost 4-5 % of the latency of 4-16 KiB messages with the
+// cores near, against forced cached stores); while the other mode is measured, every one.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/measured_choice.hpp"
+
+namespace rmp::rt::shm {
+
+// The producer's choice for one payload (shm_ring.hpp).
+struct StorePick {
+  bool streaming = false;
+  bool timed = false;  // stamp the payload: the receiver says what it cost
+};
+
+class EagerStores {
+public:
+  enum class Force : std::uint8_t { none, cached, streaming };
+  // Below this a payload is copied with memcpy either way (runtime/copy.hpp).
+  static constexpr std::size_t kMinBytes = 2048;
+  static constexpr std::uint32_t kTimedEvery = 32;
+
+  // The chooser counts the payloads it is asked about, one in kTimedEvery while a mode holds:
+  // a burst of 4 in every 8 it is asked about (about every 256 payloads) re-measures the other
+  // mode (streaming runs 2-3x slower in the placement that does not suit it, so once it is
+  // that far behind it is re-measured only every 8th turn), and the mode in use stays until
+  // the other measures more than 10 % faster.
+  explicit EagerStores(Force force = Force::none)
+      : force_(force), choice_(0b11, {.period = 8, .burst = 4, .hysteresis = 0.10}) {}
+
+  StorePick pick(std::size_t bytes) {
+    if (bytes < kMinBytes || force_ == Force::cached) return {};
+    if (force_ == Force::streaming) return {true, false};
+    Held& h = held_[std::min<std::size_t>(std::bit_width(bytes), held_.size() - 1)];
+    if (h.untimed > 0) {
+      --h.untimed;
+      return {h.streaming, false};
+    }
+    const int m = choice_.choose(bytes);
+    if (m == choice_.held(bytes)) {
+      h.untimed = kTimedEvery - 1;
+      h.streaming = m == kStreaming;
+    }
+    return {m == kStreaming, true};
+  }
+
+  // A timed payload of `bytes` cost `seconds`, as the receiver saw it.
+  void record(bool streaming, std::size_t bytes, double seconds) {
+    choice_.record(streaming ? kStreaming : kCached, bytes, seconds);
+  }
+  double rate(bool streaming, std::size_t bytes) {
+    return choice_.rate(streaming ? kStreaming : kCached, bytes);
+  }
+
+private:
+  static constexpr int kCached = 0, kStreaming = 1;
+  struct Held {
+    std::uint32_t untimed = 0;  // payloads left before the next one the chooser decides
+    bool streaming = false;     // the mode in use
+  };
+  Force force_;
+  MeasuredChoice<2> choice_;
+  std::array<Held, 48> held_{};  // per power-of-two size class, as the chooser's
+};
+
+}  // namespace rmp::rt::shm
