@@ -328,30 +328,30 @@ TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
   w.barrier();
 }
 
-// Eager payloads of at least 2 KiB go into the byte ring with cached or streaming stores, as
+// Eager payloads of at least 8 KiB go into the byte ring with cached or streaming stores, as
 // measured (RMP_SHM_COPY=auto: both are tried in the warm-up of every size class), or as a
 // variant forces (streaming: every one; chunks, single, split: none). Ping-pong and windows
-// each way, every byte checked; the sizes straddle the 2 KiB edge and reach eager_threshold.
+// each way, every byte checked; the sizes straddle the 8 KiB edge and reach eager_threshold.
 TEST(Eager, StoreModes_EveryByteArrives) {
   const int r = rank(), n = size();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";
   const rmp::Comm& w = rmp::world();
   std::vector<std::size_t> sizes;
-  for (std::size_t s : {std::size_t{2047}, std::size_t{2048}, std::size_t{2049}, std::size_t{6001},
+  for (std::size_t s : {std::size_t{8191}, std::size_t{8192}, std::size_t{8193}, std::size_t{12001},
                         knobs().eager_threshold})
     if (proto_of(s) == Proto::eager) sizes.push_back(s);
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   if (sizes.empty())
-    GTEST_SKIP() << "no eager size of 2 KiB or more under " << knobs().table << " (eager_threshold "
+    GTEST_SKIP() << "no eager size of 8 KiB or more under " << knobs().table << " (eager_threshold "
                  << knobs().eager_threshold << ")";
   constexpr int kPingPongs = 24, kWindow = 32, kWindows = 3;
   const int partner = r % 2 == 0 ? r + 1 : r - 1;
   const rmp::rt::Counters before = rmp::rt::counters();
-  std::uint64_t pickable = 0;  // sends of 2 KiB or more by this rank
+  std::uint64_t pickable = 0;  // sends of 8 KiB or more by this rank (EagerStores::kMinBytes)
   if (partner < n) {
     for (std::size_t si = 0; si < sizes.size(); ++si) {
       const std::size_t bytes = sizes[si];
-      const std::uint64_t big = bytes >= 2048 ? 1 : 0;
+      const std::uint64_t big = bytes >= 8192 ? 1 : 0;
       std::vector<std::byte> in(bytes);
       for (int i = 0; i < kPingPongs; ++i) {
         const auto key = seed(std::min(r, partner), std::max(r, partner), si * 1000 + i, 0xea);
@@ -394,7 +394,7 @@ TEST(Eager, StoreModes_EveryByteArrives) {
                                  (after.tune_rndv_below - before.tune_rndv_below);
   const std::string ctx = "rank " + std::to_string(r) +
                           ": shm_eager_streamed=" + std::to_string(streamed) + " of " +
-                          std::to_string(pickable) + " sends of 2 KiB or more, " +
+                          std::to_string(pickable) + " sends of 8 KiB or more, " +
                           std::to_string(diverted) + " sent by rendezvous instead";
   EXPECT_LE(streamed, pickable) << ctx;
   if (env_is("RMP_SHM_COPY", "streaming")) {

@@ -286,7 +286,7 @@ TEST(EagerStores, SmallPayloadsAndForcedModesNeverMeasure) {
     EXPECT_FALSE(p.streaming || p.timed);
   }
   EagerStores s(EagerStores::Force::streaming), c(EagerStores::Force::cached);
-  for (std::size_t bytes : {std::size_t{2048}, std::size_t{65536}}) {
+  for (std::size_t bytes : {EagerStores::kMinBytes, std::size_t{65536}}) {
     const StorePick ps = s.pick(bytes), pc = c.pick(bytes);
     EXPECT_TRUE(ps.streaming);
     EXPECT_FALSE(ps.timed || pc.streaming || pc.timed);
@@ -295,8 +295,8 @@ TEST(EagerStores, SmallPayloadsAndForcedModesNeverMeasure) {
 
 TEST(EagerStores, SizeClassesAreIndependent) {
   EagerStores e;
-  run_stores(e, 4 << 10, 10e9, 3e9, 5000);
+  run_stores(e, 8 << 10, 10e9, 3e9, 5000);
   run_stores(e, 32 << 10, 5e9, 12e9, 5000);
-  EXPECT_LE(run_stores(e, 4 << 10, 10e9, 3e9, 5000).streamed, 40);
+  EXPECT_LE(run_stores(e, 8 << 10, 10e9, 3e9, 5000).streamed, 40);
   EXPECT_GE(run_stores(e, 32 << 10, 5e9, 12e9, 5000).streamed, 4950);
 }

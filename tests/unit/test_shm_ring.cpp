@@ -147,11 +147,11 @@ TEST(ShmRing, ProducerAndConsumerThreads) {
   prod.join();
 }
 
-// A byte-ring payload of 2 KiB or more is stored as the producer's pick says and, when timed,
+// A byte-ring payload of 8 KiB or more is stored as the producer's pick says and, when timed,
 // reported to the consumer's hook once delivered: streamed flag and size as sent, a cost that
 // covers at least the delivery. Smaller and inline payloads never ask.
 TEST(ShmRing, PickedStoresAndTimedPayloads) {
-  RingMemory mem(64, 1 << 16);
+  RingMemory mem(64, 1 << 17);
   RingProducer p(mem.layout);
   RingConsumer c(mem.layout);
   std::vector<std::byte> hdr(16, std::byte{7});
@@ -163,7 +163,7 @@ TEST(ShmRing, PickedStoresAndTimedPayloads) {
     return StorePick{t % 2 == 0, t % 3 != 2};
   };
   std::deque<Msg> q;
-  const std::size_t sizes[] = {2047, 2048, 2049, 3001, 8192, 12345};
+  const std::size_t sizes[] = {8191, 8192, 8193, 9001, 16384, 20000};
   for (std::size_t i = 0; i < std::size(sizes); ++i) {
     auto pay = bytes_of_value(sizes[i], static_cast<std::uint32_t>(i + 11));
     ASSERT_EQ(p.push(2, hdr, pay, false, pick), TStatus::ok);
@@ -172,7 +172,7 @@ TEST(ShmRing, PickedStoresAndTimedPayloads) {
   auto small = bytes_of_value(900, 5);
   ASSERT_EQ(p.push(2, hdr, small, true, pick), TStatus::ok);  // inline: never asked
   q.push_back({2, hdr, small});
-  EXPECT_EQ(asked, (std::vector<std::size_t>{2048, 2049, 3001, 8192, 12345}));
+  EXPECT_EQ(asked, (std::vector<std::size_t>{8192, 8193, 9001, 16384, 20000}));
   std::vector<TimedDelivery> timed;
   auto check = [&](AmId am, std::span<const std::byte> h, std::span<const std::byte> pl) {
     ASSERT_FALSE(q.empty());
@@ -185,7 +185,7 @@ TEST(ShmRing, PickedStoresAndTimedPayloads) {
   EXPECT_EQ(c.poll(check, 100, [&](const TimedDelivery& d) { timed.push_back(d); }), 7);
   // Picks 0..4: streaming on even turns, timed unless turn % 3 == 2.
   ASSERT_EQ(timed.size(), 4u);
-  const std::size_t want_bytes[] = {2048, 2049, 8192, 12345};
+  const std::size_t want_bytes[] = {8192, 8193, 16384, 20000};
   const bool want_streamed[] = {true, false, false, true};
   for (std::size_t i = 0; i < timed.size(); ++i) {
     EXPECT_EQ(timed[i].bytes, want_bytes[i]);
