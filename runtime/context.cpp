@@ -93,7 +93,10 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   in.oversubscribed = oversubscribed_;
   // Link figures first: every formula below reads them, and all ranks must agree on them.
   calibration_ = calibrate_shm(
-      *boot_, ShmCalibrationOptions{.enabled = settings_.calibrate, .cma = settings_.shm_cma});
+      *boot_, ShmCalibrationOptions{.enabled = settings_.calibrate,
+                                    .cma = settings_.shm_cma,
+                                    .streaming = settings_.shm_copy == ShmCopy::auto_ ||
+                                                 settings_.shm_copy == ShmCopy::streaming});
   in.calibrated = calibration_.figures;
   in.not_calibrated_reason = calibration_.reason;
   params_ = resolve_params(in);

@@ -32,6 +32,7 @@ constexpr CounterField kFields[] = {
     {"shm_split_helped", &Counters::shm_split_helped},
     {"shm_gets_waited", &Counters::shm_gets_waited},
     {"shm_eager_streamed", &Counters::shm_eager_streamed},
+    {"shm_eager_timed", &Counters::shm_eager_timed},
     {"shm_segments", &Counters::shm_segments},
     {"endpoints", &Counters::endpoints},
     {"idle_yields", &Counters::idle_yields},

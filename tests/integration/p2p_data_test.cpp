@@ -340,11 +340,12 @@ TEST(Eager, StoreModes_EveryByteArrives) {
   for (std::size_t s : {std::size_t{8191}, std::size_t{8192}, std::size_t{8193}, std::size_t{12001},
                         knobs().eager_threshold})
     if (proto_of(s) == Proto::eager) sizes.push_back(s);
+  std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   if (sizes.empty())
     GTEST_SKIP() << "no eager size of 8 KiB or more under " << knobs().table << " (eager_threshold "
                  << knobs().eager_threshold << ")";
-  constexpr int kPingPongs = 24, kWindow = 32, kWindows = 3;
+  constexpr int kPingPongs = 24, kWindows = 3;
   const int partner = r % 2 == 0 ? r + 1 : r - 1;
   const rmp::rt::Counters before = rmp::rt::counters();
   std::uint64_t pickable = 0;  // sends of 8 KiB or more by this rank (EagerStores::kMinBytes)
@@ -352,6 +353,8 @@ TEST(Eager, StoreModes_EveryByteArrives) {
     for (std::size_t si = 0; si < sizes.size(); ++si) {
       const std::size_t bytes = sizes[si];
       const std::uint64_t big = bytes >= 8192 ? 1 : 0;
+      // Windows of up to 32 messages, at most 4 MiB each way (eager_threshold may be 1 MiB).
+      const int kWindow = static_cast<int>(std::clamp<std::size_t>((4u << 20) / bytes, 4, 32));
       std::vector<std::byte> in(bytes);
       for (int i = 0; i < kPingPongs; ++i) {
         const auto key = seed(std::min(r, partner), std::max(r, partner), si * 1000 + i, 0xea);
@@ -390,21 +393,25 @@ TEST(Eager, StoreModes_EveryByteArrives) {
   }
   const rmp::rt::Counters after = rmp::rt::counters();
   const std::uint64_t streamed = after.shm_eager_streamed - before.shm_eager_streamed;
+  const std::uint64_t timed = after.shm_eager_timed - before.shm_eager_timed;
   const std::uint64_t diverted = (after.credit_stalls - before.credit_stalls) +
                                  (after.tune_rndv_below - before.tune_rndv_below);
-  const std::string ctx = "rank " + std::to_string(r) +
-                          ": shm_eager_streamed=" + std::to_string(streamed) + " of " +
-                          std::to_string(pickable) + " sends of 8 KiB or more, " +
-                          std::to_string(diverted) + " sent by rendezvous instead";
+  const std::string ctx =
+      "rank " + std::to_string(r) + ": shm_eager_streamed=" + std::to_string(streamed) +
+      " shm_eager_timed=" + std::to_string(timed) + " of " + std::to_string(pickable) +
+      " sends of 8 KiB or more, " + std::to_string(diverted) + " sent by rendezvous instead";
   EXPECT_LE(streamed, pickable) << ctx;
+  EXPECT_LE(timed, pickable) << ctx;
   if (env_is("RMP_SHM_COPY", "streaming")) {
     EXPECT_GE(streamed + diverted, pickable) << ctx;
+    EXPECT_EQ(timed, 0u) << "a forced store mode is not measured; " << ctx;
   } else if (env_is("RMP_SHM_COPY", "chunks") || env_is("RMP_SHM_COPY", "single") ||
              env_is("RMP_SHM_COPY", "split")) {
     EXPECT_EQ(streamed, 0u) << ctx;
-  } else if (partner < n && pickable > 0 && diverted == 0) {
-    // The warm-up stores 4 payloads of each size class with streaming stores.
-    EXPECT_GE(streamed, 4u) << ctx;
+    EXPECT_EQ(timed, 0u) << "a forced store mode is not measured; " << ctx;
+  } else if (diverted == 0) {
+    // At least one payload in 32 of each size class is timed, whatever the chooser's state.
+    EXPECT_GE(timed, pickable / 64) << ctx;
   }
   w.barrier();
 }

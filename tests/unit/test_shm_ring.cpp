@@ -193,4 +193,28 @@ TEST(ShmRing, PickedStoresAndTimedPayloads) {
     EXPECT_LT(timed[i].ns, 10'000'000'000u) << "a cost of over 10 s for a copy in memory";
   }
   EXPECT_TRUE(q.empty());
+
+  // A header of 200 bytes beside the stamp (the line count covers both), twice, then a payload
+  // the byte ring has no room for: retry, and the pick is not spent on it.
+  std::vector<std::byte> big_hdr(200, std::byte{3});
+  auto pay = bytes_of_value(50000, 77);
+  auto always = [&](std::size_t bytes) {
+    asked.push_back(bytes);
+    return StorePick{true, true};
+  };
+  asked.clear();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(p.push(4, big_hdr, pay, false, always), TStatus::ok) << i;
+    q.push_back({4, big_hdr, pay});
+  }
+  EXPECT_EQ(p.push(4, hdr, pay, false, always), TStatus::retry);
+  EXPECT_EQ(asked.size(), 2u) << "a push that could not go asked for a pick";
+  timed.clear();
+  EXPECT_EQ(c.poll(check, 100, [&](const TimedDelivery& d) { timed.push_back(d); }), 2);
+  ASSERT_EQ(timed.size(), 2u);
+  for (const TimedDelivery& d : timed) {
+    EXPECT_TRUE(d.streamed);
+    EXPECT_EQ(d.bytes, pay.size());
+  }
+  EXPECT_TRUE(q.empty());
 }

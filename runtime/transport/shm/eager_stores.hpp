@@ -26,14 +26,9 @@
 #include <cstdint>
 
 #include "runtime/measured_choice.hpp"
+#include "runtime/transport/shm/shm_ring.hpp"
 
 namespace rmp::rt::shm {
-
-// The producer's choice for one payload (shm_ring.hpp).
-struct StorePick {
-  bool streaming = false;
-  bool timed = false;  // stamp the payload: the receiver says what it cost
-};
 
 class EagerStores {
 public:
@@ -41,14 +36,14 @@ public:
   // Smaller payloads keep cached stores: at 4-8 KiB the two modes measured alike with the
   // cores far apart (the receiver's cost 2.2-2.9 against 2.0-2.8 GB/s), and choosing cost
   // 4 KiB ping-pong 3-10 % with them near.
-  static constexpr std::size_t kMinBytes = 8192;
+  static constexpr std::size_t kMinBytes = kMinPickedBytes;
   static constexpr std::uint32_t kTimedEvery = 32;
 
   // The chooser counts the payloads it is asked about, one in kTimedEvery while a mode holds:
-  // a burst of 4 in every 8 it is asked about (about every 256 payloads) re-measures the other
-  // mode (streaming runs 2-3x slower in the placement that does not suit it, so once it is
-  // that far behind it is re-measured only every 8th turn), and the mode in use stays until
-  // the other measures more than 10 % faster.
+  // every 8 it is asked about begin with a burst of 4 of the other mode (4 payloads in 132,
+  // 3 %, while the two are within 1.5x of each other; once the other is further behind, as
+  // streaming stores in the placement that does not suit them are at 2-3x, one turn in 8:
+  // 4 in ~2000), and the mode in use stays until the other measures more than 10 % faster.
   explicit EagerStores(Force force = Force::none)
       : force_(force), choice_(0b11, {.period = 8, .burst = 4, .hysteresis = 0.10}) {}
 

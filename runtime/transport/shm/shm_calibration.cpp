@@ -32,8 +32,8 @@ constexpr std::uint32_t kMagic = 0x524d5043;
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kLine = 64;
 // The pipelined copy: pieces of kChunk, kSlots in flight; a first untimed pass faults the
-// pages in on both sides, then kTimedChunks (256 KiB, ~25-100 us) are timed; twice (cached
-// and streaming stores).
+// pages in on both sides, then kTimedChunks (256 KiB, ~25-100 us) are timed; with cached
+// stores, then (when the transport may use them) with streaming ones.
 constexpr std::size_t kChunk = 16 * 1024;
 constexpr std::uint64_t kSlots = 4;
 constexpr std::uint64_t kWarmChunks = 4;
@@ -130,8 +130,8 @@ double measure_get_setup_us(bool cma) {
 
 // The owner's side once the partner joined: round trips of a shared line, the pipelined copy,
 // then (with cross-memory attach) the single copy. Returns false when the deadline passed first.
-bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, std::span<std::byte> dst,
-                  LinkFigures& f) {
+bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streaming,
+                  std::span<std::byte> dst, LinkFigures& f) {
   std::vector<double> batches;
   std::uint64_t seq = 0;
   for (int b = 0; b < kRttBatches; ++b) {
@@ -152,10 +152,11 @@ bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, std::span<std
   // the time (eager_stores.hpp, copy_chooser.hpp), so the link is as fast as the faster. With
   // the cores far apart only the cached pass counted: 3.8 GB/s against ~11 near, an eager
   // threshold of 15 KB, and 64 KiB messages went by rendezvous at 9-11 GB/s where eager with
-  // streaming stores moved 15.
+  // streaming stores moved 15. A streaming pass cut short by the deadline leaves the cached
+  // figure.
   std::vector<std::byte> src(kChunk, std::byte{7});
   std::uint64_t next = 0;  // chunks produced so far, both passes
-  auto pipelined = [&](bool streaming) -> double {
+  auto pipelined = [&](bool streamed) -> double {
     const std::uint64_t first = next;
     Clock::time_point start{};
     for (std::uint64_t k = 0; k < kWarmChunks + kTimedChunks; ++k, ++next) {
@@ -170,7 +171,7 @@ bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, std::span<std
         cpu_relax();
         if (Clock::now() > deadline) return -1;
       }
-      if (streaming) copy_streaming(chunk(s, next), src.data(), kChunk);
+      if (streamed) copy_streaming(chunk(s, next), src.data(), kChunk);
       else std::memcpy(chunk(s, next), src.data(), kChunk);
       s->produced.store(next + 1, std::memory_order_release);
     }
@@ -181,34 +182,35 @@ bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, std::span<std
     const double took = seconds(Clock::now() - start);
     return took > 0 ? static_cast<double>(kTimedChunks * kChunk) / took : 0;
   };
-  const double cached = pipelined(false);
-  const double streamed = cached < 0 ? -1 : pipelined(true);
-  if (streamed < 0) return false;
-  f.bw_Bps = std::max(cached, streamed);
+  f.bw_Bps = pipelined(false);
   if (f.bw_Bps <= 0 || f.rtt_us <= 0) return false;
 
-  // A get takes the faster of the chunk copy (just measured) and the single copy: of a buffer
-  // the partner wrote once and that is read again and again, as a rendezvous send of a reused
-  // buffer is (the first read is not timed).
-  f.get_bw_Bps = f.bw_Bps;
-  if (!cma) return true;
-  s->fill_req.store(1, std::memory_order_release);
-  while (s->filled.load(std::memory_order_acquire) != 1) {
-    cpu_relax();
-    if (Clock::now() > deadline) return false;
+  // A get takes the faster of the chunk copy and the single copy: of a buffer the partner
+  // wrote once and that is read again and again, as a rendezvous send of a reused buffer is
+  // (the first read is not timed).
+  double single = 0;
+  if (cma) {
+    s->fill_req.store(1, std::memory_order_release);
+    while (s->filled.load(std::memory_order_acquire) != 1) {
+      cpu_relax();
+      if (Clock::now() > deadline) return false;
+    }
+    std::vector<double> rates;
+    for (int i = 0; i <= kGetRepeats; ++i) {
+      iovec l{dst.data(), dst.size()};
+      iovec r{get_area(s), kGetBytes};
+      const Clock::time_point t0 = Clock::now();
+      const ssize_t n = ::process_vm_readv(::getpid(), &l, 1, &r, 1, 0);
+      const double t = seconds(Clock::now() - t0) - f.rndv_setup_us * 1e-6;
+      if (n != static_cast<ssize_t>(kGetBytes)) break;  // refused: the chunk copy it is
+      if (i > 0 && t > 0) rates.push_back(static_cast<double>(kGetBytes) / t);
+      if (Clock::now() > deadline) return false;
+    }
+    if (!rates.empty()) single = median(rates);
   }
-  std::vector<double> rates;
-  for (int i = 0; i <= kGetRepeats; ++i) {
-    iovec l{dst.data(), dst.size()};
-    iovec r{get_area(s), kGetBytes};
-    const Clock::time_point t0 = Clock::now();
-    const ssize_t n = ::process_vm_readv(::getpid(), &l, 1, &r, 1, 0);
-    const double t = seconds(Clock::now() - t0) - f.rndv_setup_us * 1e-6;
-    if (n != static_cast<ssize_t>(kGetBytes)) return true;  // refused: the chunk copy it is
-    if (i > 0 && t > 0) rates.push_back(static_cast<double>(kGetBytes) / t);
-    if (Clock::now() > deadline) return false;
-  }
-  if (!rates.empty()) f.get_bw_Bps = std::max(f.bw_Bps, median(rates));
+  // Last, as it may be cut short (-1: the cached figure stands).
+  if (streaming) f.bw_Bps = std::max(f.bw_Bps, pipelined(true));
+  f.get_bw_Bps = std::max(f.bw_Bps, single);
   return true;
 }
 
@@ -247,8 +249,8 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
     return finish("local rank 1 did not arrive within " +
                   std::to_string(opt.arrival_wait.count() / 1000) + " ms");
 
-  const bool ok =
-      measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0, get_dst, f);
+  const bool ok = measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0,
+                               opt.streaming, get_dst, f);
   s->state.store(ok ? kDone : kAbandoned, std::memory_order_release);
   if (!ok)
     return finish("local rank 1 was not scheduled within the " +

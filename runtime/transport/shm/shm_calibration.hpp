@@ -17,6 +17,9 @@ namespace rmp::rt {
 struct ShmCalibrationOptions {
   bool enabled = true;  // RMP_CALIBRATE
   bool cma = true;      // RMP_SHM_CMA: measure the single-copy get (start-up cost, speed)
+  // The transport may store with streaming stores (RMP_SHM_COPY=auto or streaming): the
+  // pipelined copy is timed both ways and the faster counts.
+  bool streaming = true;
   // How long the measuring ranks wait for each other to arrive, and the measurement's own
   // budget once both are there. Past either, the job runs on declared figures.
   std::chrono::microseconds arrival_wait{20000};

@@ -21,7 +21,6 @@
 #include <span>
 
 #include "runtime/copy.hpp"
-#include "runtime/transport/shm/eager_stores.hpp"
 #include "runtime/transport/transport.hpp"
 
 namespace rmp::rt::shm {
@@ -32,7 +31,15 @@ inline constexpr std::size_t kLineHeader = 12;  // seq, am, hdr_len, flags, nlin
 inline constexpr std::size_t kMaxMessageLines = 18;  // 12 + 63 header + 1024 inline payload
 inline constexpr std::uint8_t kFlagDataRing = 1;
 inline constexpr std::uint8_t kFlagStreamed = 2;  // the byte-ring payload had streaming stores
-inline constexpr std::uint8_t kFlagTimed = 4;     // the sender's copy time follows its position
+inline constexpr std::uint8_t kFlagTimed = 4;     // the sender's start time follows its position
+
+// How the producer stores one byte-ring payload of at least kMinPickedBytes (below that,
+// cached stores and no stamp): its caller's pick (eager_stores.hpp chooses).
+inline constexpr std::size_t kMinPickedBytes = 8192;
+struct StorePick {
+  bool streaming = false;
+  bool timed = false;  // stamp the payload: the consumer says what it cost
+};
 
 // What a timed payload cost, as the consumer saw it: when it found the payload waiting behind
 // another it had just delivered, its own delivery (it is the bottleneck, the sender's copy was
@@ -78,9 +85,11 @@ inline std::uint32_t lap_seq(std::uint64_t pos, unsigned lap_shift) {
   return static_cast<std::uint32_t>(pos >> lap_shift) + 1;  // never 0: 0 marks a cleared line
 }
 
-using Clock = std::chrono::steady_clock;  // one clock for every process of a node
-inline std::int64_t since_epoch_ns(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+// Stamps: one clock for every process of a node.
+inline std::int64_t stamp_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // Defaults of push() and poll(): cached stores, nobody told of timed payloads.
@@ -100,13 +109,13 @@ public:
   std::size_t max_payload() const { return l_.data_bytes; }
 
   // Appends a message; retry when the ring (or byte ring) has no room now. A byte-ring payload
-  // of at least EagerStores::kMinBytes is stored as pick(bytes) says, asked once there is room.
+  // of at least kMinPickedBytes is stored as pick(bytes) says, asked once there is room.
   template <class Pick = const decltype(kCachedStores)&>
   TStatus push(AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload,
                bool inline_payload, Pick&& pick = kCachedStores) {
     const std::size_t plen = payload.size();
     const bool inl = inline_payload || plen == 0;
-    const bool pickable = !inl && plen >= EagerStores::kMinBytes;
+    const bool pickable = !inl && plen >= kMinPickedBytes;
     const std::size_t body = inl ? hdr.size() + plen : (pickable ? 16 : 8) + hdr.size();
     const std::size_t need = (kLineHeader + body + kLine - 1) / kLine;
     if (need > kMaxMessageLines || hdr.size() > 255 || plen > l_.data_bytes)
@@ -150,7 +159,7 @@ public:
       std::byte* to = l_.data + (dpos & (l_.data_bytes - 1));
       const StorePick how = pickable ? pick(plen) : StorePick{};
       if (how.timed) {
-        const std::int64_t start = since_epoch_ns(Clock::now());
+        const std::int64_t start = stamp_now_ns();
         std::memcpy(b, &start, 8);
         b += 8;
       }
@@ -222,12 +231,16 @@ public:
           payload = {b + m.hdr_len, m.payload_len};
         }
         if (m.flags & kFlagTimed) {
-          const std::int64_t t0 = since_epoch_ns(Clock::now());
+          const std::int64_t t0 = stamp_now_ns();
           deliver(m.am, std::span<const std::byte>(b, m.hdr_len), payload);
-          const std::int64_t t1 = since_epoch_ns(Clock::now());
-          // Waiting behind the message delivered just before (n > 0), or a start the clocks
-          // disagree on: the delivery alone.
-          const std::int64_t from = n > 0 || start > t0 ? t0 : start;
+          const std::int64_t t1 = stamp_now_ns();
+          // The delivery alone when the payload waited behind the message delivered just
+          // before (n > 0), or had waited long before this poll (the consumer was busy
+          // elsewhere or had no core: up to kMaxWait x the delivery plus kWaitSlackNs is still
+          // copy and visibility), or the clocks disagree.
+          const bool waited =
+              n > 0 || start > t0 || t0 - start > kMaxWait * (t1 - t0) + kWaitSlackNs;
+          const std::int64_t from = waited ? t0 : start;
           timed(TimedDelivery{(m.flags & kFlagStreamed) != 0, payload.size(),
                               static_cast<std::uint64_t>(t1 - from)});
         } else {
@@ -245,6 +258,7 @@ public:
   }
 
 private:
+  static constexpr std::int64_t kMaxWait = 8, kWaitSlackNs = 2000;
   RingLayout l_;
   unsigned shift_ = 0;
   std::uint64_t pos_ = 0;

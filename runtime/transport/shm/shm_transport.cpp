@@ -8,9 +8,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <bit>
+#include <cassert>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <unordered_map>
@@ -20,10 +21,11 @@
 
 #include "runtime/copy.hpp"
 #include "runtime/log.hpp"
+#include "runtime/shared_memory.hpp"
 #include "runtime/transport/shm/copy_chooser.hpp"
+#include "runtime/transport/shm/eager_stores.hpp"
 #include "runtime/transport/shm/get_tuner.hpp"
 #include "runtime/transport/shm/shm_ring.hpp"
-#include "runtime/shared_memory.hpp"
 
 namespace rmp::rt {
 namespace {
@@ -97,6 +99,8 @@ struct DirLayout {
 
 class ShmTransport;
 
+using Clock = std::chrono::steady_clock;
+
 // A chunked get moves `fragment` bytes per chunk with at most `depth` chunks in flight: the
 // pair's geometry unless RMP_TUNE=adaptive chose less (GetRequest carries the choice).
 struct GetJob {
@@ -121,7 +125,7 @@ struct GetRequest {
   std::uint32_t streaming;  // the owner stores into the chunks with non-temporal stores
   std::uint32_t unused = 0;
 };
-// What a timed eager payload cost: the sender's copy and the receiver's delivery.
+// What a timed eager payload cost, as the receiver saw it (shm_ring.hpp, TimedDelivery).
 struct EagerCost {
   std::uint32_t bytes;
   std::uint32_t ns;
@@ -175,7 +179,7 @@ public:
                   std::span<const std::byte> payload, bool inline_hint) override {
     return out_.push(id, header, payload, inline_hint, [this](std::size_t bytes) {
       const StorePick how = stores_.pick(bytes);
-      if (how.streaming) ++eager_streamed();
+      if (how.streaming || how.timed) count_eager_pick(how);
       return how;
     });
   }
@@ -211,7 +215,7 @@ private:
   int drain_chunks();
   int drive_split();
   int help_split();
-  std::uint64_t& eager_streamed();
+  void count_eager_pick(StorePick how);
 
   ShmTransport& t_;
   int peer_pid_;
@@ -403,7 +407,11 @@ ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, i
 
 Transport& ShmEndpoint::transport() { return t_; }
 
-std::uint64_t& ShmEndpoint::eager_streamed() { return t_.counters().shm_eager_streamed; }
+void ShmEndpoint::count_eager_pick(StorePick how) {
+  Counters& c = t_.counters();
+  c.shm_eager_streamed += how.streaming;
+  c.shm_eager_timed += how.timed;
+}
 
 void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
                            std::span<const std::byte> payload, Completion* done) {
@@ -411,8 +419,8 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
     if (done) t_.complete_later(done, TStatus::ok);
     return;
   }
-  PendingCtl p{
-      am, static_cast<std::uint8_t>(std::min(hdr.size(), sizeof p.hdr)), {}, payload, done};
+  PendingCtl p{am, static_cast<std::uint8_t>(hdr.size()), {}, payload, done};
+  assert(hdr.size() <= p.hdr.size() && "transport-internal headers fit PendingCtl");
   if (!hdr.empty()) std::memcpy(p.hdr.data(), hdr.data(), p.hlen);
   ctl_.push_back(p);
   t_.mark_busy(this);
@@ -553,7 +561,7 @@ int ShmEndpoint::poll(AmSink& sink, Counters&) {
           std::uint64_t h[2];
           std::memcpy(h, hdr.data(), sizeof h);
           copy_bytes(reinterpret_cast<void*>(h[0]), payload.data(), payload.size());
-        } else if (am == kAmEagerCost) {
+        } else if (am == kAmEagerCost && hdr.size() >= sizeof(EagerCost)) {
           EagerCost c;
           std::memcpy(&c, hdr.data(), sizeof c);
           stores_.record(c.streamed != 0, c.bytes, static_cast<double>(c.ns) * 1e-9);
