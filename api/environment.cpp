@@ -17,50 +17,40 @@ namespace api {
 
 Process g_process;
 
-detail::CommImpl& comm_of(const Comm& c, const char* call) {
-  detail::CommImpl* impl = c.impl();
-  if (!impl)
+void throw_invalid_comm(const char* call, bool null_impl) {
+  if (null_impl)
     throw Error(Errc::invalid_comm,
                 std::string(call) +
                     ": invalid communicator (default-constructed, moved-from, or split with "
                     "color undefined)");
-  if (!process().initialized || process().finalized)
-    throw Error(Errc::invalid_comm,
-                std::string(call) + ": rmp is not initialised (no live rmp::Environment)");
-  return *impl;
+  throw Error(Errc::invalid_comm,
+              std::string(call) + ": rmp is not initialised (no live rmp::Environment)");
 }
 
-std::size_t checked_bytes(const char* call, const char* arg, std::size_t count, std::size_t esize) {
-  if (esize != 0 && count > static_cast<std::size_t>(PTRDIFF_MAX) / esize)
-    throw Error(Errc::invalid_count, std::string(call) + ": argument '" + arg + "' = " +
-                                         std::to_string(count) + " elements of " +
-                                         std::to_string(esize) + " bytes overflows the address space");
-  return count * esize;
+void throw_bytes_overflow(const char* call, const char* arg, std::size_t count, std::size_t esize) {
+  throw Error(Errc::invalid_count,
+              std::string(call) + ": argument '" + arg + "' = " + std::to_string(count) +
+                  " elements of " + std::to_string(esize) + " bytes overflows the address space");
 }
 
-void check_buffer(const char* call, const char* arg, const void* buf, std::size_t count) {
-  if (!buf && count != 0)
-    throw Error(Errc::invalid_argument, std::string(call) + ": argument '" + arg +
-                                            "' is a null pointer with count " +
-                                            std::to_string(count));
+void throw_null_buffer(const char* call, const char* arg, std::size_t count) {
+  throw Error(Errc::invalid_argument, std::string(call) + ": argument '" + arg +
+                                          "' is a null pointer with count " +
+                                          std::to_string(count));
 }
 
-void check_rank(const char* call, const char* arg, int rank, int size, bool allow_any) {
-  if (allow_any && rank == any_source) return;
-  if (rank < 0 || rank >= size)
-    throw Error(Errc::invalid_rank, std::string(call) + ": argument '" + arg + "' = " +
-                                        std::to_string(rank) + " is not a rank of the communicator [0, " +
-                                        std::to_string(size) + ")" +
-                                        (rank == any_source ? " (any_source is for receives only)" : ""));
+void throw_bad_rank(const char* call, const char* arg, int rank, int size) {
+  throw Error(Errc::invalid_rank,
+              std::string(call) + ": argument '" + arg + "' = " + std::to_string(rank) +
+                  " is not a rank of the communicator [0, " + std::to_string(size) + ")" +
+                  (rank == any_source ? " (any_source is for receives only)" : ""));
 }
 
-void check_tag(const char* call, const char* arg, int tag, bool allow_any) {
-  if (allow_any && tag == any_tag) return;
-  if (tag < 0 || tag > tag_ub)
-    throw Error(Errc::invalid_tag, std::string(call) + ": argument '" + arg + "' = " +
-                                       std::to_string(tag) + " is outside [0, tag_ub = " +
-                                       std::to_string(tag_ub) + "]" +
-                                       (tag == any_tag ? " (any_tag is for receives only)" : ""));
+void throw_bad_tag(const char* call, const char* arg, int tag) {
+  throw Error(Errc::invalid_tag, std::string(call) + ": argument '" + arg +
+                                     "' = " + std::to_string(tag) +
+                                     " is outside [0, tag_ub = " + std::to_string(tag_ub) + "]" +
+                                     (tag == any_tag ? " (any_tag is for receives only)" : ""));
 }
 
 }  // namespace api
