@@ -27,8 +27,8 @@ inline Process& process() { return g_process; }
 // Validation (API.md §Errors): each error names the call, the argument and the value. The
 // checks are inline, a compare and a branch; what throws is out of line and cold
 // (environment.cpp). Out of line whole, with the messages' string building beside the
-// checks, they took 30-50 instructions a call: ~350 of the ~1 000 a rank ran per 8-byte
-// ping-pong iteration (callgrind).
+// checks, they took 15-25 instructions a call: ~180 of the ~1 000 a rank ran per 8-byte
+// ping-pong iteration outside polling (callgrind).
 [[noreturn, gnu::cold]] void throw_invalid_comm(const char* call, bool null_impl);
 [[noreturn, gnu::cold]] void throw_bytes_overflow(const char* call, const char* arg,
                                                   std::size_t count, std::size_t esize);

@@ -111,6 +111,14 @@ public:
   // of another mode is a measurement.
   int held(std::size_t bytes) { return bucket(bytes).held; }
 
+  // The size classes: powers of two, the last one open-ended. A caller keeping state of its
+  // own per class indexes it with bucket_of.
+  static constexpr std::size_t kBuckets = 48;
+  static std::size_t bucket_of(std::size_t bytes) {
+    const auto i = static_cast<std::size_t>(std::bit_width(bytes | 1));
+    return i < kBuckets ? i : kBuckets - 1;
+  }
+
   // Moving average of the bytes per second `mode` achieved at this size (0: not measured).
   double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
 
@@ -138,14 +146,11 @@ private:
   double score(const Bucket& b, int m) const {
     return m == pace_.favour ? b.rate[m] * (1 + pace_.margin) : b.rate[m];
   }
-  Bucket& bucket(std::size_t bytes) {
-    const auto i = static_cast<std::size_t>(std::bit_width(bytes | 1));
-    return buckets_[i < buckets_.size() ? i : buckets_.size() - 1];
-  }
+  Bucket& bucket(std::size_t bytes) { return buckets_[bucket_of(bytes)]; }
 
   unsigned enabled_;
   Pace pace_;
-  std::array<Bucket, 48> buckets_{};
+  std::array<Bucket, kBuckets> buckets_{};
 };
 
 }  // namespace rmp::rt

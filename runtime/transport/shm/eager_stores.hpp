@@ -19,9 +19,7 @@
 // cores near, against forced cached stores); while the other mode is measured, every one.
 #pragma once
 
-#include <algorithm>
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -50,7 +48,7 @@ public:
   StorePick pick(std::size_t bytes) {
     if (bytes < kMinBytes || force_ == Force::cached) return {};
     if (force_ == Force::streaming) return {true, false};
-    Held& h = held_[std::min<std::size_t>(std::bit_width(bytes), held_.size() - 1)];
+    Held& h = held_[Choice::bucket_of(bytes)];
     if (h.untimed > 0) {
       --h.untimed;
       return {h.streaming, false};
@@ -67,9 +65,6 @@ public:
   void record(bool streaming, std::size_t bytes, double seconds) {
     choice_.record(streaming ? kStreaming : kCached, bytes, seconds);
   }
-  double rate(bool streaming, std::size_t bytes) {
-    return choice_.rate(streaming ? kStreaming : kCached, bytes);
-  }
 
 private:
   static constexpr int kCached = 0, kStreaming = 1;
@@ -77,9 +72,10 @@ private:
     std::uint32_t untimed = 0;  // payloads left before the next one the chooser decides
     bool streaming = false;     // the mode in use
   };
+  using Choice = MeasuredChoice<2>;
   Force force_;
-  MeasuredChoice<2> choice_;
-  std::array<Held, 48> held_{};  // per power-of-two size class, as the chooser's
+  Choice choice_;
+  std::array<Held, Choice::kBuckets> held_{};  // per size class of the chooser
 };
 
 }  // namespace rmp::rt::shm

@@ -128,8 +128,10 @@ double measure_get_setup_us(bool cma) {
   return median(us);
 }
 
-// The owner's side once the partner joined: round trips of a shared line, the pipelined copy,
-// then (with cross-memory attach) the single copy. Returns false when the deadline passed first.
+// The owner's side once the partner joined: round trips of a shared line, the pipelined copy
+// with cached stores, (with cross-memory attach) the single copy, then (when the transport may
+// use them) the pipelined copy with streaming stores. Returns false when the deadline passed
+// before the last of the first three.
 bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streaming,
                   std::span<std::byte> dst, LinkFigures& f) {
   std::vector<double> batches;
