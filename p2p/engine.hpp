@@ -230,9 +230,19 @@ private:
   void free_request(RequestState* r);
   void complete(RequestState* r);
   void fail(RequestState* r, Errc e, std::string msg);
-  Peer& peer(int world);
+  // Created on first use; the lookups of a known peer or context stay inline (they run
+  // several times per message).
+  Peer& peer(int world) {
+    Peer* p = peers_[static_cast<std::size_t>(world)].get();
+    return p ? *p : new_peer(world);
+  }
+  Peer& new_peer(int world);
   rt::Endpoint& endpoint_of(Peer& p, int world);
-  MatchQueues& queues(std::uint32_t ctx);
+  MatchQueues& queues(std::uint32_t ctx) {
+    MatchQueues* q = ctx < queues_.size() ? queues_[ctx].get() : nullptr;
+    return q ? *q : new_queues(ctx);
+  }
+  MatchQueues& new_queues(std::uint32_t ctx);
 
   void send_or_queue(Peer& p, int world, p2p::Am am, std::span<const std::byte> hdr,
                      std::span<const std::byte> payload, bool inline_hint, RequestState* req,
@@ -253,8 +263,7 @@ private:
   // RMP_TUNE=adaptive (p2p/protocol_tuner.hpp): whether the tuner picks this send's protocol,
   // the pick (recorded in r), and the observation when r completes.
   bool tuned_send(p2p::Channel ch, int world, std::size_t bytes, bool sync) const {
-    return tuner_ && ch == p2p::Channel::user && !sync && world != ctx_.rank() &&
-           tuner_->tunes(bytes);
+    return tuner_ && ch == p2p::Channel::user && !sync && world != self_ && tuner_->tunes(bytes);
   }
   bool pick_protocol(RequestState& r, std::size_t bytes);
   void observe_protocol(RequestState& r);
@@ -262,6 +271,7 @@ private:
   rt::Context& ctx_;
   std::size_t inline_threshold_, eager_threshold_;
   std::size_t credit_bytes_;  // eager buffer each receiver grants each sender
+  int self_ = -1;             // this rank's world rank (ctx_.rank() is a virtual call away)
   std::vector<std::unique_ptr<Peer>> peers_;  // by world rank, created on first use
   std::vector<Peer*> pending_peers_;          // peers with queued sends
   std::vector<std::unique_ptr<MatchQueues>> queues_;  // by context

@@ -47,6 +47,13 @@ TEST(CopyBytes, EverySizeUpToFourKiB) {
   for (std::size_t n = 0; n <= 4200; n += (n < 300 ? 1 : 37)) check_copy(n);
 }
 
+// copy_short's length classes (0-3, 4-7, 8-15, 16-32, 33-64) and their edges, each with the
+// overlapping moves at every misalignment; copy_bytes hands it everything up to kShortCopy.
+TEST(CopyShort, EveryLengthItServes) {
+  static_assert(rmp::rt::kShortCopy == 64);
+  for (std::size_t n = 0; n <= rmp::rt::kShortCopy; ++n) check_copy(n, rmp::rt::copy_short);
+}
+
 TEST(CopyBytes, ThresholdEdgesAndLarge) {
   for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
     check_copy(n);

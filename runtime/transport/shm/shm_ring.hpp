@@ -171,8 +171,8 @@ public:
       flags |= (how.streaming ? kFlagStreamed : 0) | (how.timed ? kFlagTimed : 0);
       dhead_ = dpos + plen;
     }
-    if (!hdr.empty()) std::memcpy(b, hdr.data(), hdr.size());
-    if (inl && plen) std::memcpy(b + hdr.size(), payload.data(), plen);
+    copy_bytes(b, hdr.data(), hdr.size());
+    if (inl) copy_bytes(b + hdr.size(), payload.data(), plen);
     m.am = am;
     m.hdr_len = static_cast<std::uint8_t>(hdr.size());
     m.flags = flags;
