@@ -92,11 +92,15 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   in.limits = shm_limits(am_header_bytes);
   in.oversubscribed = oversubscribed_;
   // Link figures first: every formula below reads them, and all ranks must agree on them.
-  calibration_ = calibrate_shm(
-      *boot_, ShmCalibrationOptions{.enabled = settings_.calibrate,
-                                    .cma = settings_.shm_cma,
-                                    .streaming = settings_.shm_copy == ShmCopy::auto_ ||
-                                                 settings_.shm_copy == ShmCopy::streaming});
+  const ShmConfig::Copy copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
+                               : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks
+                               : settings_.shm_copy == ShmCopy::split  ? ShmConfig::Copy::split
+                               : settings_.shm_copy == ShmCopy::streaming
+                                   ? ShmConfig::Copy::streaming
+                                   : ShmConfig::Copy::automatic;
+  calibration_ = calibrate_shm(*boot_, ShmCalibrationOptions{.enabled = settings_.calibrate,
+                                                             .cma = settings_.shm_cma,
+                                                             .streaming = shm_may_stream(copy)});
   in.calibrated = calibration_.figures;
   in.not_calibrated_reason = calibration_.reason;
   params_ = resolve_params(in);
@@ -121,11 +125,7 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
     cfg.tune = p.tune_adaptive;
     cfg.cma = settings_.shm_cma;
-    cfg.copy = settings_.shm_copy == ShmCopy::single      ? ShmConfig::Copy::single
-               : settings_.shm_copy == ShmCopy::chunks    ? ShmConfig::Copy::chunks
-               : settings_.shm_copy == ShmCopy::split     ? ShmConfig::Copy::split
-               : settings_.shm_copy == ShmCopy::streaming ? ShmConfig::Copy::streaming
-                                                          : ShmConfig::Copy::automatic;
+    cfg.copy = copy;
     shm_ = make_shm_transport(id(), cfg, sink, counters_);
     std::vector<std::byte> a = shm_->address();
     address.push_back(static_cast<std::byte>(TransportId::shm));

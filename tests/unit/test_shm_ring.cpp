@@ -147,6 +147,70 @@ TEST(ShmRing, ProducerAndConsumerThreads) {
   prod.join();
 }
 
+// Picked and timed byte-ring payloads between two threads, many laps of both rings: payloads
+// of 0.5-28 KiB in a 64 KiB byte ring (most wrap it or are moved to its start), headers of 0-
+// 200 bytes beside the position and stamp so that messages of 1-5 lines meet the line ring's
+// end and its padding, and a random pick (streaming or cached, timed or not) for every payload
+// of 8 KiB or more. Every byte arrives in order; every timed payload is reported right after
+// its delivery with the size and kind of stores it was sent with, and no other one is.
+TEST(ShmRing, PickedAndTimedPayloadsAcrossLaps_Threads) {
+  RingMemory mem(64, 1 << 16);
+  const int n = 6000;
+  // What message i looks like and, if pickable, how it is stored: a function of i alone, so
+  // that the consumer knows what to expect.
+  auto plen_of = [](int i) {
+    return i % 7 == 0 ? std::size_t{512} : 8192 + (i * 2654435761u) % 20480;
+  };
+  auto hlen_of = [](int i) { return static_cast<std::size_t>((i * 40503u) % 201); };
+  auto pick_of = [](int i) {
+    const std::uint32_t h = static_cast<std::uint32_t>(i) * 2246822519u;
+    return StorePick{(h >> 7) % 2 == 0, (h >> 13) % 3 == 0};
+  };
+  std::thread prod([&] {
+    RingProducer p(mem.layout);
+    for (int i = 0; i < n; ++i) {
+      const auto hdr = bytes_of_value(hlen_of(i), static_cast<std::uint32_t>(i * 3 + 1));
+      const auto pay = bytes_of_value(plen_of(i), static_cast<std::uint32_t>(i + 7));
+      int asked = 0;
+      auto pick = [&](std::size_t bytes) {
+        ++asked;
+        EXPECT_EQ(bytes, pay.size());
+        return pick_of(i);
+      };
+      while (p.push(3, hdr, pay, false, pick) != TStatus::ok) std::this_thread::yield();
+      EXPECT_EQ(asked, pay.size() >= kMinPickedBytes ? 1 : 0) << "message " << i;
+    }
+  });
+  RingConsumer c(mem.layout);
+  int got = 0, timed_seen = 0, timed_want = 0;
+  while (got < n) {
+    const int before = got;
+    c.poll(
+        [&](AmId am, std::span<const std::byte> h, std::span<const std::byte> pl) {
+          const auto hdr = bytes_of_value(hlen_of(got), static_cast<std::uint32_t>(got * 3 + 1));
+          const auto pay = bytes_of_value(plen_of(got), static_cast<std::uint32_t>(got + 7));
+          ASSERT_EQ(am, 3);
+          ASSERT_TRUE(std::equal(h.begin(), h.end(), hdr.begin(), hdr.end())) << "header " << got;
+          ASSERT_TRUE(std::equal(pl.begin(), pl.end(), pay.begin(), pay.end()))
+              << "payload " << got;
+          timed_want += pay.size() >= kMinPickedBytes && pick_of(got).timed;
+          ++got;
+        },
+        1,
+        [&](const TimedDelivery& d) {
+          const int i = got - 1;  // the message just delivered
+          ASSERT_TRUE(plen_of(i) >= kMinPickedBytes && pick_of(i).timed) << "message " << i;
+          EXPECT_EQ(d.bytes, plen_of(i));
+          EXPECT_EQ(d.streamed, pick_of(i).streaming) << "message " << i;
+          ++timed_seen;
+        });
+    if (got == before) std::this_thread::yield();
+  }
+  prod.join();
+  EXPECT_EQ(timed_seen, timed_want);
+  EXPECT_GT(timed_want, n / 5);
+}
+
 // A byte-ring payload of 8 KiB or more is stored as the producer's pick says and, when timed,
 // reported to the consumer's hook once delivered: streamed flag and size as sent, a cost that
 // covers at least the delivery. Smaller and inline payloads never ask.

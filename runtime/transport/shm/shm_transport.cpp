@@ -357,6 +357,9 @@ private:
 
   JobIdentity id_;
   ShmConfig cfg_;
+  // Eager payload stores under RMP_SHM_COPY (shm_may_stream): measured under auto, streaming
+  // when forced so, cached under the other forced mechanisms.
+  EagerStores::Force eager_stores_;
   AmSink& sink_;
   Counters& c_;
   Mapping node_;
@@ -785,6 +788,9 @@ std::size_t tuned_nchunks(const ShmConfig& cfg, std::size_t chunk) {
 ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c)
     : id_(id),
       cfg_(cfg),
+      eager_stores_(cfg.copy == ShmConfig::Copy::automatic ? EagerStores::Force::none
+                    : shm_may_stream(cfg.copy)             ? EagerStores::Force::streaming
+                                                           : EagerStores::Force::cached),
       sink_(sink),
       c_(c),
       cma_ok_(cfg.cma),
@@ -829,14 +835,8 @@ ShmEndpoint* ShmTransport::attach(int local_peer, Mapping seg) {
   const int my_dir = id_.local_rank < local_peer ? 0 : 1;
   const int peer_world = h->world[1 - my_dir];
   const int peer_pid = h->pid[1 - my_dir];
-  // RMP_SHM_COPY=streaming stores eager payloads with streaming stores too; the other forced
-  // mechanisms keep cached ones; auto measures.
-  const EagerStores::Force stores =
-      cfg_.copy == ShmConfig::Copy::automatic   ? EagerStores::Force::none
-      : cfg_.copy == ShmConfig::Copy::streaming ? EagerStores::Force::streaming
-                                                : EagerStores::Force::cached;
-  auto ep =
-      std::make_unique<ShmEndpoint>(*this, peer_world, peer_pid, std::move(seg), my_dir, stores);
+  auto ep = std::make_unique<ShmEndpoint>(*this, peer_world, peer_pid, std::move(seg), my_dir,
+                                          eager_stores_);
   ShmEndpoint* raw = ep.get();
   eps_.push_back(std::move(ep));
   by_local_[local_peer] = raw;

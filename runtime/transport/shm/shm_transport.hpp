@@ -23,6 +23,13 @@ struct ShmConfig {
   bool tune = false;                  // RMP_TUNE=adaptive: chunk size and depth per size bucket
 };
 
+// Whether the transport may store with streaming (non-temporal) stores under this RMP_SHM_COPY:
+// auto measures which kind serves, streaming forces them, the other forced mechanisms keep
+// cached stores. Calibration times its streaming pass only when this holds.
+constexpr bool shm_may_stream(ShmConfig::Copy c) {
+  return c == ShmConfig::Copy::automatic || c == ShmConfig::Copy::streaming;
+}
+
 // Capabilities that do not depend on a running transport (ring geometry).
 TransportCaps shm_static_caps();
 
