@@ -564,13 +564,6 @@ int Engine::progress() {
   return progress_locked();
 }
 
-int Engine::progress_locked() {
-  int n = ctx_.progress();
-  if (!pending_peers_.empty()) n += flush_pending();
-  if (!activities_.empty()) n += advance_activities();
-  return n;
-}
-
 RequestState* Engine::start(std::unique_ptr<Activity> a) {
   Lock g(*this);
   RequestState* r = alloc();

@@ -172,8 +172,8 @@ public:
         continue;
       }
       if ((++idle_polls & 255) == 0) throw_if_peer_failed();
+      // Busy-polling (wait mode poll) has nothing to do between polls (Idle::operator()).
       if (idle.yields()) idle(awaited());
-      else idle();
     }
   }
 
@@ -218,7 +218,13 @@ public:
   static std::size_t eager_header_bytes();
 
 private:
-  int progress_locked();
+  // Inline: it is the body of every waiting loop.
+  int progress_locked() {
+    int n = ctx_.progress();
+    if (!pending_peers_.empty()) n += flush_pending();
+    if (!activities_.empty()) n += advance_activities();
+    return n;
+  }
   int advance_activities();
 
   struct Unexpected;
