@@ -233,7 +233,7 @@ private:
   struct Pending;
 
   RequestState* alloc();
-  void free_request(RequestState* r);
+  inline void free_request(RequestState* r);  // inline: defined and used in engine.cpp
   void complete(RequestState* r);
   void fail(RequestState* r, Errc e, std::string msg);
   // Created on first use; the lookups of a known peer or context stay inline (they run
@@ -242,13 +242,13 @@ private:
     Peer* p = peers_[static_cast<std::size_t>(world)].get();
     return p ? *p : new_peer(world);
   }
-  Peer& new_peer(int world);
+  Peer& new_peer(int world);  // only through peer(): replaces the entry
   rt::Endpoint& endpoint_of(Peer& p, int world);
   MatchQueues& queues(std::uint32_t ctx) {
     MatchQueues* q = ctx < queues_.size() ? queues_[ctx].get() : nullptr;
     return q ? *q : new_queues(ctx);
   }
-  MatchQueues& new_queues(std::uint32_t ctx);
+  MatchQueues& new_queues(std::uint32_t ctx);  // only through queues(): replaces the entry
 
   void send_or_queue(Peer& p, int world, p2p::Am am, std::span<const std::byte> hdr,
                      std::span<const std::byte> payload, bool inline_hint, RequestState* req,
@@ -256,13 +256,13 @@ private:
   int flush_pending();
   std::uint32_t take_owed(Peer& p);
   void count_eager(std::size_t bytes, bool inline_path);
-  void return_credit(Peer& p, int world, std::size_t bytes);
+  inline void return_credit(Peer& p, int world, std::size_t bytes);  // as free_request
   void send_ack(int world, p2p::Am am, std::uint64_t sid);
 
   Unexpected* enqueue_unexpected(MatchQueues& q, p2p::Am kind, int from,
                                  const p2p::EagerHeader& h);
-  void deliver_eager(RequestState* r, int peer, const p2p::EagerHeader& h,
-                     std::span<const std::byte> payload, bool sync, std::uint64_t sid);
+  inline void deliver_eager(RequestState* r, int peer, const p2p::EagerHeader& h,
+                            std::span<const std::byte> payload, bool sync, std::uint64_t sid);
   void start_rendezvous(RequestState* r, int peer, const p2p::RtsHeader& h);
   static void on_get_done(rt::Completion* c, rt::TStatus s);
 

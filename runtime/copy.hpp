@@ -53,8 +53,14 @@ inline void copy_short(void* dst, const void* src, std::size_t n) {
     std::memcpy(&b, s + n - 4, 4);
     std::memcpy(d, &a, 4);
     std::memcpy(d + n - 4, &b, 4);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
+  } else if (n >= 2) {
+    std::uint16_t a, b;
+    std::memcpy(&a, s, 2);
+    std::memcpy(&b, s + n - 2, 2);
+    std::memcpy(d, &a, 2);
+    std::memcpy(d + n - 2, &b, 2);
+  } else if (n == 1) {
+    *d = *s;
   }
 }
 inline constexpr std::size_t kShortCopy = 64;

@@ -47,11 +47,13 @@ TEST(CopyBytes, EverySizeUpToFourKiB) {
   for (std::size_t n = 0; n <= 4200; n += (n < 300 ? 1 : 37)) check_copy(n);
 }
 
-// copy_short's length classes (0-3, 4-7, 8-15, 16-32, 33-64) and their edges, each with the
-// overlapping moves at every misalignment; copy_bytes hands it everything up to kShortCopy.
+// copy_short's length classes (0, 1, 2-3, 4-7, 8-15, 16-32, 33-64) and their edges, each with
+// the overlapping moves at every misalignment; copy_bytes hands it everything up to
+// kShortCopy, and a copy of nothing may come with null pointers (an empty span's data()).
 TEST(CopyShort, EveryLengthItServes) {
   static_assert(rmp::rt::kShortCopy == 64);
   for (std::size_t n = 0; n <= rmp::rt::kShortCopy; ++n) check_copy(n, rmp::rt::copy_short);
+  rmp::rt::copy_bytes(nullptr, nullptr, 0);
 }
 
 TEST(CopyBytes, ThresholdEdgesAndLarge) {

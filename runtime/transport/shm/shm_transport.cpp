@@ -288,7 +288,6 @@ public:
   }
   void deregister_memory(std::span<const std::byte>, const RemoteKey&) override {}
   int progress() override;
-  int progress_work();
 
   // Used by endpoints.
   CopyChooser::Mode copy_mode(std::size_t len) {
@@ -357,6 +356,7 @@ private:
   ShmEndpoint* attach(int local_peer, Mapping seg);
   int accept_new();
   int run_cma();
+  int progress_work();  // progress() beyond the empty poll: copies and completions
 
   JobIdentity id_;
   ShmConfig cfg_;
