@@ -23,45 +23,29 @@ void copy_streaming(void* dst, const void* src, std::size_t n);
 // would read it twice. b's stores are streaming ones when asked (as copy_streaming).
 void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b);
 
+// The first and the last W bytes of n (W <= n <= 2W): together they cover all n, loaded
+// before anything is stored.
+template <std::size_t W>
+inline void copy_ends(unsigned char* d, const unsigned char* s, std::size_t n) {
+  unsigned char a[W], b[W];
+  std::memcpy(a, s, W);
+  std::memcpy(b, s + n - W, W);
+  std::memcpy(d, a, W);
+  std::memcpy(d + n - W, b, W);
+}
+
 // Up to 64 bytes without a call into libc (no overlap): the 8-byte message path copies a
 // header and a payload each way, and a call to memcpy cost more than the copy (~25
-// instructions for 8 bytes). Two possibly overlapping moves cover every length in a class.
+// instructions for 8 bytes).
 inline void copy_short(void* dst, const void* src, std::size_t n) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
-  if (n > 32) {
-    unsigned char a[32], b[32];
-    std::memcpy(a, s, 32);
-    std::memcpy(b, s + n - 32, 32);
-    std::memcpy(d, a, 32);
-    std::memcpy(d + n - 32, b, 32);
-  } else if (n >= 16) {
-    unsigned char a[16], b[16];
-    std::memcpy(a, s, 16);
-    std::memcpy(b, s + n - 16, 16);
-    std::memcpy(d, a, 16);
-    std::memcpy(d + n - 16, b, 16);
-  } else if (n >= 8) {
-    std::uint64_t a, b;
-    std::memcpy(&a, s, 8);
-    std::memcpy(&b, s + n - 8, 8);
-    std::memcpy(d, &a, 8);
-    std::memcpy(d + n - 8, &b, 8);
-  } else if (n >= 4) {
-    std::uint32_t a, b;
-    std::memcpy(&a, s, 4);
-    std::memcpy(&b, s + n - 4, 4);
-    std::memcpy(d, &a, 4);
-    std::memcpy(d + n - 4, &b, 4);
-  } else if (n >= 2) {
-    std::uint16_t a, b;
-    std::memcpy(&a, s, 2);
-    std::memcpy(&b, s + n - 2, 2);
-    std::memcpy(d, &a, 2);
-    std::memcpy(d + n - 2, &b, 2);
-  } else if (n == 1) {
-    *d = *s;
-  }
+  if (n > 32) copy_ends<32>(d, s, n);
+  else if (n >= 16) copy_ends<16>(d, s, n);
+  else if (n >= 8) copy_ends<8>(d, s, n);
+  else if (n >= 4) copy_ends<4>(d, s, n);
+  else if (n >= 2) copy_ends<2>(d, s, n);
+  else if (n == 1) *d = *s;
 }
 inline constexpr std::size_t kShortCopy = 64;
 
