@@ -98,7 +98,8 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
                   std::max({largest_eager, inline_threshold_, kCreditUnit});
   peers_.resize(static_cast<std::size_t>(ctx.size()));
   if (p.tune_adaptive)
-    tuner_ = std::make_unique<p2p::ProtocolTuner>(inline_threshold_, eager_threshold_);
+    tuner_ = std::make_unique<p2p::ProtocolTuner>(inline_threshold_, eager_threshold_,
+                                                  ctx.eager_buffer_bytes() / 4);
 }
 
 

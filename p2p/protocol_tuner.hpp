@@ -15,14 +15,19 @@ namespace rmp::p2p {
 
 class ProtocolTuner {
 public:
-  // Buckets entirely inside (max(inline_threshold, eager_threshold / 4), 2 × eager_threshold]
-  // are tuned; a bucket starts where the static rule puts its smallest sizes. Eager stays
-  // within 2 × eager_threshold, which the transport's eager buffer always holds (the shm byte
-  // ring is at least 4 × eager_threshold) and which eager credits are sized for.
-  ProtocolTuner(std::size_t inline_threshold, std::size_t eager_threshold)
+  // Buckets entirely inside (max(inline_threshold, eager_threshold / 4), reach] are tuned,
+  // where reach is the larger of 2 × eager_threshold and `eager_reach` (Engine: a quarter of
+  // the transports' eager buffer, so that four of the largest eager messages fit in it: the
+  // shm byte ring of 1 MiB gives 256 KiB, the top of the static eager_threshold sweep the
+  // tuner is judged against). A bucket starts where the static rule puts its smallest sizes.
+  // Eager credits stay sized for 2 × eager_threshold: a larger eager message takes more of
+  // the same pool, and goes by rendezvous when the pool is short. eager_threshold 0 (no
+  // eager at all) tunes nothing.
+  ProtocolTuner(std::size_t inline_threshold, std::size_t eager_threshold,
+                std::size_t eager_reach = 0)
       : eager_threshold_(eager_threshold) {
     const std::size_t low = std::max(inline_threshold, eager_threshold / 4);
-    const std::size_t high = 2 * eager_threshold;
+    const std::size_t high = eager_threshold == 0 ? 0 : std::max(2 * eager_threshold, eager_reach);
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
       const std::size_t lo = std::size_t{1} << (b - 1), hi = std::size_t{1} << b;
       if (lo >= low && hi <= high) hill_.enable(b, {lo < eager_threshold ? kEager : kRndv, 0, 0});

@@ -54,6 +54,10 @@ public:
     return e ? *e : connect(peer);
   }
 
+  // The smallest eager buffer (TransportCaps::max_am_payload) of the transports that carry
+  // traffic to other ranks, or 0 when there is none (a single rank).
+  std::size_t eager_buffer_bytes() const { return shm_ ? shm_->caps().max_am_payload : 0; }
+
   // Polls every transport once; returns the number of events handled.
   int progress() {
     int n = shm_ ? shm_->progress() : 0;

@@ -273,10 +273,29 @@ TEST(ProtocolTuner, TunesOnlyAroundTheEagerThreshold_StartingFromTheStaticRule) 
   EXPECT_FALSE(t.pick(16385).eager);  // static: rendezvous
   p2p::ProtocolTuner none(44, 0);
   for (std::size_t s : {0u, 1u, 100u, 100000u}) EXPECT_FALSE(none.tunes(s)) << s;
-  // Eager never beyond 2 x the threshold, whatever the threshold.
+  // Without a transport's reach, eager never beyond 2 x the threshold, whatever the threshold.
   p2p::ProtocolTuner odd(1024, 15000);
   EXPECT_TRUE(odd.tunes(16384));
   EXPECT_FALSE(odd.tunes(16385));
+}
+
+// With the transport's reach (a quarter of a 1 MiB shm byte ring): up to 256 KiB, starting
+// from rendezvous above the threshold; a smaller reach than 2 x the threshold changes nothing,
+// and eager_threshold 0 still tunes nothing.
+TEST(ProtocolTuner, ReachesAQuarterOfTheEagerBuffer) {
+  p2p::ProtocolTuner t(44, 30000, 262144);
+  EXPECT_FALSE(t.tunes(4096));  // below eager_threshold / 4 = 7500
+  EXPECT_TRUE(t.tunes(8193));
+  EXPECT_TRUE(t.tunes(65536));
+  EXPECT_TRUE(t.tunes(262144));
+  EXPECT_FALSE(t.tunes(262145));
+  EXPECT_TRUE(t.pick(16384).eager);    // (8 KiB, 16 KiB]: static eager
+  EXPECT_FALSE(t.pick(262144).eager);  // static: rendezvous until the tuner moves it
+  p2p::ProtocolTuner small(44, 16384, 4096);
+  EXPECT_TRUE(small.tunes(32768));
+  EXPECT_FALSE(small.tunes(32769));
+  p2p::ProtocolTuner none(44, 0, 262144);
+  for (std::size_t s : {0u, 1u, 100u, 100000u, 262144u}) EXPECT_FALSE(none.tunes(s)) << s;
 }
 
 // Rendezvous delivering a 32 KiB bucket twice as fast as eager (eager counted twice: the
