@@ -191,7 +191,7 @@ public:
 
   // A message is waiting (one load): the progress loop asks this before calling poll().
   bool ready() const { return in_.ready(); }
-  int poll(AmSink& sink, Counters& c);
+  int poll(AmSink& sink, Counters& c);  // after ready()
   int advance();
   bool busy() const {
     return !gets_.empty() || !serve_.empty() || !ctl_.empty() || !splits_.empty() || helping_ ||
@@ -540,8 +540,9 @@ TStatus ShmEndpoint::put(std::span<const std::byte> local, std::uint64_t remote_
   return TStatus::ok;
 }
 
+// Called once ready() found a message (ShmTransport::progress): the ring's poll reads the
+// sequence word again anyway, so no test of its own here.
 [[gnu::noinline]] int ShmEndpoint::poll(AmSink& sink, Counters&) {
-  if (!in_.ready()) return 0;
   return in_.poll(
       [&](AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload) {
         if (am < kAmUserLimit) {
