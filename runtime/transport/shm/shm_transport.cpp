@@ -440,14 +440,21 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
   // At most as many fragments of this size in flight as the byte ring holds.
   const std::size_t ring = in_chunks_.nchunks * in_chunks_.chunk_bytes;
   std::size_t depth = std::clamp<std::size_t>(tune.depth, 1, ring / fragment);
-  if (len < fragment) {
-    // A get shorter than one step (fragment_size, or the tuner's choice) is cut into kPieces
-    // steps (of at least kMinPiece), as many in flight as the same window of bytes holds, so
-    // that the owner's copy into the ring and this side's copy out overlap within it too. In
-    // one 512 KiB step a 256 KiB get was copied in, then out: rendezvous paid both copies one
-    // after the other, as eager does (256 KiB, cores near, 4 interleaved pairs: bandwidth 14
-    // -> 29 GB/s, latency 18.5 -> 15.8 us). Longer gets keep whole steps: cutting a 512 KiB
-    // get into four cost 12-23 % of its bandwidth in syncs.
+  // A get shorter than one step (fragment_size, or the tuner's choice) is cut into kPieces
+  // steps (of at least kMinPiece), as many in flight as the same window of bytes holds, so
+  // that the owner's copy into the ring and this side's copy out overlap within it too. In
+  // one 512 KiB step a 256 KiB get was copied in, then out: rendezvous paid both copies one
+  // after the other, as eager does (256 KiB, cores near, 4 interleaved pairs: bandwidth 14
+  // -> 29 GB/s, latency 18.5 -> 15.8 us). So is a get of fewer than kPieces steps that is
+  // alone on the pair (no chunk get before it, none waiting: a ping-pong), whose steps
+  // nothing else overlaps: a 128 KiB get of one 128 KiB step took 8.2-9.2 us where four
+  // steps took 6.4-6.8 (cores near); with the calibrated 512 KiB steps, ping-pong of 512 KiB
+  // 30.2 -> 24.9 us and of 1 MiB 50.3 -> 45.2 (interleaved, 10-11 pairs near). Gets in a
+  // stream keep whole steps: their copies overlap
+  // those of the gets around them, and cutting a 512 KiB get into four cost 12-23 % of a
+  // window's bandwidth in syncs.
+  const bool alone = gets_.empty() && waiting_.empty();
+  if (len < fragment || (alone && len < kPieces * fragment)) {
     const std::size_t window = fragment * depth;
     fragment = std::clamp(round_up((len + kPieces - 1) / kPieces, kPage),
                           std::min(kMinPiece, fragment), fragment);
