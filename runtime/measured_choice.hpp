@@ -36,6 +36,9 @@ public:
     // The mode in use stays until another is more than this much faster (0: the fastest
     // always), so that two mechanisms of about the same speed do not take turns.
     double hysteresis = 0;
+    // Bursts of small uses grow until they move this many bytes besides their first use, up
+    // to 2 x `burst` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
+    std::size_t burst_bytes = 0;
   };
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
@@ -68,17 +71,28 @@ public:
                                  score(b, best) < score(b, held) * (1 + pace_.hysteresis))
       best = held;
     b.held = best;
-    if (N > 1 && b.uses % pace_.period == 0) {
+    if (b.next_explore == 0) b.next_explore = pace_.period;
+    if (N > 1 && b.uses >= b.next_explore) {
       // Re-measure one of the others, each in turn; one far behind the best only every
-      // kFarBehindTurns-th time its turn comes.
-      const auto turn = static_cast<int>(b.uses / pace_.period % (N - 1));
+      // kFarBehindTurns-th time its turn comes. The next turn comes after period / 2 to
+      // 3 period / 2 uses, at random: with every `period` exactly, a bandwidth loop's windows
+      // of 64 gets put every burst on the first gets of a window, which wait for the sender
+      // to post its sends (the split copy's first get of each window: 27 us against 9.8), so
+      // the mechanisms not in use were measured at their slowest and never taken up (128 KiB,
+      // cores near: the split copy held at 13 GB/s, the double copy's burst 35, 15 and 11 us
+      // a get, forced 4.8).
+      b.next_explore =
+          b.uses + pace_.period / 2 + next_random() % std::max<std::uint64_t>(pace_.period, 1);
+      const auto turn = static_cast<int>(b.turns++ % (N - 1));
       for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
-        if (b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0)
+        if (b.samples[m] > kWarmup && b.rate[best] > kFarBehind * b.rate[m] &&
+            ++b.passed[m] % kFarBehindTurns != 0)
           return best;
         b.explore_mode = m;
-        b.explore_left = pace_.burst - 1;
+        b.explore_left = burst_of(bytes) - 1;
+        b.burst_n[m] = 0;
         return m;
       }
     }
@@ -103,6 +117,7 @@ public:
     // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
     // 12.7 us chosen vs 8.5 us possible).
     if (b.samples[mode] < kWarmup) b.rate[mode] = std::max(b.rate[mode], rate);
+    else if (b.held >= 0 && mode != b.held) b.rate[mode] = burst_median(b, mode, rate);
     else b.rate[mode] += kWeight * (rate - b.rate[mode]);
     ++b.samples[mode];
   }
@@ -128,15 +143,45 @@ private:
   // A mode whose rate is below the best's by this factor is re-measured on every
   // kFarBehindTurns-th turn only: with four copy mechanisms, bursts of the slow ones cost the
   // fastest a fifth of its bandwidth (1 MiB gets, two cores near: 27 GB/s chosen, 34 forced).
+  // Only once it was measured past its warm-up: the warm-up's uses come first in a run, with
+  // pages and caches cold and, for a window of gets, the owner still posting its sends, and
+  // they are far from steady speeds (96 KiB gets, cores near: the double copy's three at
+  // 15-18 us, 3.5 us later on; the split copy's at 9-11): judged far behind on them, the
+  // fastest mechanism was tried again only after ~6000 gets, past the end of a benchmark's
+  // run, which then ran at 11-13 GB/s instead of 28-34.
   static constexpr double kFarBehind = 1.5;
   static constexpr std::uint32_t kFarBehindTurns = 8;
 
+  // A mode not in use is measured in bursts, seldom: its rate is the median of the last
+  // kBurstSamples samples of its latest burst, not an average with what it measured hundreds
+  // of uses before (in another placement of the cores, maybe) or during its warm-up. The
+  // median, so that one sample that waited for a descheduled owner does not sink it (96 KiB
+  // gets, cores near: a burst of the double copy at 114, 5.7 and 5.7 us, averaged into the
+  // old rate, kept it below the streaming copy's 9.8 us per get for the rest of the run); the
+  // last ones, so that a burst longer than that is judged on where a pipelined mechanism got
+  // to, not on its first uses after another one.
+  static constexpr int kBurstSamples = 3;
+  template <class Bucket>
+  static double burst_median(Bucket& b, int mode, double rate) {
+    auto& count = b.burst_n[mode];
+    auto& v = b.burst[mode];
+    v[count % kBurstSamples] = rate;
+    if (++count == 2 * kBurstSamples) count = kBurstSamples;  // a ring of the last three
+    const int n = std::min<int>(count, kBurstSamples);
+    if (n < 3) return n == 1 ? v[0] : std::max(v[0], v[1]);
+    return std::max(std::min(v[0], v[1]), std::min(std::max(v[0], v[1]), v[2]));
+  }
+
   struct Bucket {
     std::array<double, N> rate{};
+    std::array<std::array<double, kBurstSamples>, N> burst{};  // this burst's samples
+    std::array<std::uint8_t, N> burst_n{};
     std::array<std::uint32_t, N> samples{};
     std::array<std::uint32_t, N> started{};  // uses begun during warm-up
     std::array<std::uint32_t, N> passed{};  // turns a far-behind mode was not re-measured
     std::uint64_t uses = 0;
+    std::uint64_t next_explore = 0;  // uses at which the next turn to re-measure comes
+    std::uint64_t turns = 0;         // turns come so far
     int explore_left = 0;
     int explore_mode = 0;
     int last_mode = -1;  // mode of the last use recorded
@@ -148,8 +193,24 @@ private:
   }
   Bucket& bucket(std::size_t bytes) { return buckets_[bucket_of(bytes)]; }
 
+  int burst_of(std::size_t bytes) const {
+    if (pace_.burst_bytes == 0 || bytes == 0) return pace_.burst;
+    const std::size_t want = (pace_.burst_bytes + bytes - 1) / bytes + 1;
+    return static_cast<int>(std::clamp<std::size_t>(want, static_cast<std::size_t>(pace_.burst),
+                                                    2 * static_cast<std::size_t>(pace_.burst)));
+  }
+
+  // xorshift64: where the turns to re-measure fall (pure: the same sequence every run).
+  std::uint64_t next_random() {
+    random_ ^= random_ << 13;
+    random_ ^= random_ >> 7;
+    random_ ^= random_ << 17;
+    return random_;
+  }
+
   unsigned enabled_;
   Pace pace_;
+  std::uint64_t random_ = 0x9e3779b97f4a7c15;
   std::array<Bucket, kBuckets> buckets_{};
 };
 

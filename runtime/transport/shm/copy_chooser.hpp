@@ -23,14 +23,18 @@ public:
   static constexpr int kModes = 4;
   static constexpr unsigned kChunkModes = 1u << 1 | 1u << 3;  // without cross-memory attach
 
-  // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m). A burst of 4
-  // gets in 256 re-measures another mechanism: the double copy is pipelined (its first get
-  // after a switch is slow), in the far placement it runs at a quarter of the split copy's
+  // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m). A burst in
+  // about every 256 gets re-measures another mechanism, judged on its last three gets: 4
+  // gets, or as many as move 1 MiB after the first, up to 8. The double copy is pipelined,
+  // and its first gets after another mechanism are slow (128 KiB, cores near, windows of 64:
+  // bursts at 20, 17, 13, 12, 12 us a get and at 14, 13, 11, 8 us, 5.5 us once in use; with
+  // bursts of 4 it lost to the split copy's 9.8 us); bursts of 8 for every size cost 1 and
+  // 4 MiB bandwidth 4-7 %. In the far placement it runs at a quarter of the split copy's
   // speed, and every change of mechanism drains the gets in flight (shm_transport.cpp), so
   // exploring more often costs too much. The mechanism in use stays until another measures
   // more than 10 % faster: two of about the same speed otherwise took turns.
   explicit CopyChooser(unsigned enabled = 0b1111)
-      : choice_(enabled, {.period = 256, .burst = 4, .hysteresis = 0.10}) {}
+      : choice_(enabled, {.period = 256, .burst = 4, .hysteresis = 0.10, .burst_bytes = 1 << 20}) {}
 
   Mode choose(std::size_t bytes) { return static_cast<Mode>(choice_.choose(bytes)); }
   void record(Mode mode, std::size_t bytes, double seconds) {
