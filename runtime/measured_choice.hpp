@@ -39,6 +39,11 @@ public:
     // Bursts of small uses grow until they move this many bytes besides their first use, up
     // to 2 x `burst` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
     std::size_t burst_bytes = 0;
+    // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
+    // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
+    // costs one more burst per size class, early in a run (node-shared allreduce, bcast and
+    // allgather of 1 MiB, whose benchmark times 50 calls: 4-5 % slower with it).
+    bool rejudge_warmup = false;
   };
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
@@ -87,8 +92,8 @@ public:
       for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
-        if (b.samples[m] > kWarmup && b.rate[best] > kFarBehind * b.rate[m] &&
-            ++b.passed[m] % kFarBehindTurns != 0)
+        if ((!pace_.rejudge_warmup || b.samples[m] > kWarmup) &&
+            b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0)
           return best;
         b.explore_mode = m;
         b.explore_left = burst_of(bytes) - 1;
@@ -144,12 +149,12 @@ private:
   // A mode whose rate is below the best's by this factor is re-measured on every
   // kFarBehindTurns-th turn only: with four copy mechanisms, bursts of the slow ones cost the
   // fastest a fifth of its bandwidth (1 MiB gets, two cores near: 27 GB/s chosen, 34 forced).
-  // Only once it was measured past its warm-up: the warm-up's uses come first in a run, with
-  // pages and caches cold and, for a window of gets, the owner still posting its sends, and
-  // they are far from steady speeds (96 KiB gets, cores near: the double copy's three at
-  // 15-18 us, 3.5 us later on; the split copy's at 9-11): judged far behind on them, the
-  // fastest mechanism was tried again only after ~6000 gets, past the end of a benchmark's
-  // run, which then ran at 11-13 GB/s instead of 28-34.
+  // With Pace::rejudge_warmup, only once it was measured past its warm-up: the warm-up's
+  // uses come first in a run, with pages and caches cold and, for a window of gets, the
+  // owner still posting its sends, and they are far from steady speeds (96 KiB gets, cores near:
+  // the double copy's three at 15-18 us, 3.5 us later on; the split copy's at 9-11): judged far
+  // behind on them, the fastest mechanism was tried again only after ~6000 gets, past the end of a
+  // benchmark's run, which then ran at 11-13 GB/s instead of 28-34.
   static constexpr double kFarBehind = 1.5;
   static constexpr std::uint32_t kFarBehindTurns = 8;
 

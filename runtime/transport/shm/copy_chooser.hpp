@@ -34,7 +34,11 @@ public:
   // exploring more often costs too much. The mechanism in use stays until another measures
   // more than 10 % faster: two of about the same speed otherwise took turns.
   explicit CopyChooser(unsigned enabled = 0b1111)
-      : choice_(enabled, {.period = 256, .burst = 4, .hysteresis = 0.10, .burst_bytes = 1 << 20}) {}
+      : choice_(enabled, {.period = 256,
+                          .burst = 4,
+                          .hysteresis = 0.10,
+                          .burst_bytes = 1 << 20,
+                          .rejudge_warmup = true}) {}
 
   Mode choose(std::size_t bytes) { return static_cast<Mode>(choice_.choose(bytes)); }
   void record(Mode mode, std::size_t bytes, double seconds) {
