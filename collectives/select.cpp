@@ -213,8 +213,14 @@ const Entry& entry(Coll k) { return kTable[static_cast<std::size_t>(k)]; }
 
 // ---- Forced algorithms -------------------------------------------------------------------------
 
+int parse_forced(Coll k, const std::string& value);
+
 struct ForcedTable {
+  static constexpr int kUnset = -1, kInvalid = -2;
   std::array<std::string, kCollCount> value;  // "" = not set
+  // value parsed once (a collective asks on every call): the algorithm's index, kUnset, or
+  // kInvalid (then every call parses it again, to throw the error naming it)
+  std::array<int, kCollCount> index{};
 };
 
 ForcedTable load_forced() {
@@ -222,6 +228,15 @@ ForcedTable load_forced() {
   for (std::size_t i = 0; i < kCollCount; ++i) {
     const char* v = std::getenv(algo_env_name(static_cast<Coll>(i)).c_str());
     if (v) t.value[i] = v;
+  }
+  for (std::size_t i = 0; i < kCollCount; ++i) {
+    t.index[i] = ForcedTable::kUnset;
+    if (t.value[i].empty()) continue;
+    try {
+      t.index[i] = parse_forced(static_cast<Coll>(i), t.value[i]);
+    } catch (const Error&) {
+      t.index[i] = ForcedTable::kInvalid;
+    }
   }
   return t;
 }
@@ -259,10 +274,17 @@ std::span<const std::string_view> algo_names(Coll k) {
 }
 
 int node_shared_algo(Coll k) {
-  const auto algos = entry(k).algos;
-  for (std::size_t i = 0; i < algos.size(); ++i)
-    if (!algos[i].time) return static_cast<int>(i);
-  return -1;
+  static const std::array<int, kCollCount> table = [] {
+    std::array<int, kCollCount> t{};
+    for (std::size_t k = 0; k < kCollCount; ++k) {
+      t[k] = -1;
+      const auto algos = kTable[k].algos;
+      for (std::size_t i = 0; i < algos.size() && t[k] < 0; ++i)
+        if (!algos[i].time) t[k] = static_cast<int>(i);
+    }
+    return t;
+  }();
+  return table[static_cast<std::size_t>(k)];
 }
 
 CostModel cost_model(const rt::Params& p, double ranks_per_core) {
@@ -332,9 +354,12 @@ int cheapest(Coll k, const CostModel& m, int p, double bytes, bool node_shared) 
 }
 
 int forced(Coll k) {
-  const std::string& v = forced_table().value[static_cast<std::size_t>(k)];
-  if (v.empty()) return k == Coll::reduce_scatter_block ? forced(Coll::reduce_scatter) : -1;
-  return parse_forced(k, v);
+  const ForcedTable& t = forced_table();
+  const int i = t.index[static_cast<std::size_t>(k)];
+  if (i == ForcedTable::kInvalid) return parse_forced(k, t.value[static_cast<std::size_t>(k)]);
+  if (i == ForcedTable::kUnset && k == Coll::reduce_scatter_block)
+    return forced(Coll::reduce_scatter);
+  return i;
 }
 
 void reload_forced_algorithms() { forced_table() = load_forced(); }
@@ -348,7 +373,12 @@ bool may_use_node_shared(Coll k) {
 
 int select(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared) {
   const int f = forced(k);
-  if (f >= 0 && (node_shared || f != node_shared_algo(k))) return f;
+  const int ns = node_shared_algo(k);
+  if (f >= 0 && (node_shared || f != ns)) return f;
+  // The node-shared path is taken whenever the call can use it: no costs to weigh. (Building
+  // the cost model first was ~120 of the ~200 instructions a node-shared barrier spent
+  // choosing, callgrind.)
+  if (node_shared && ns >= 0) return ns;
   return cheapest(k, cost_model(c), c.size(), static_cast<double>(bytes), node_shared);
 }
 
