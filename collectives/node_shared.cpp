@@ -98,9 +98,10 @@ public:
         nchunks_(nchunks),
         stride_(kSmallStride + nchunks * chunk),
         track_cpus_(track_cpus) {
-    // A burst of 2 calls in 64 re-measures the other kind of store: its first call pays
-    // for lines the last one left in the wrong place, the second shows its speed. Cached
-    // stores stay unless streaming ones are clearly faster: the choosing rank times its own
+    // A burst of 2 calls in about 64 (after 32 to 95) re-measures the other kind of store:
+    // its first call pays for lines the last one left in the wrong place, the second shows
+    // its speed (averaged in: one sample is too few for a median). Cached stores stay unless
+    // streaming ones are clearly faster: the choosing rank times its own
     // call, which does not see all of what streaming costs the readers (with the cores near,
     // allgather of 64 KiB: 10.5 us chosen without the margin, 8.8 us cached; far apart
     // streaming wins by 1.5-2x).

@@ -181,7 +181,7 @@ constexpr Algorithm kExscan[] = {{"recursive_doubling", t_exscan_recursive_doubl
                                  {"chain", t_scan_chain}};
 
 // Indexed by Coll.
-const Entry kTable[kCollCount] = {
+constexpr Entry kTable[kCollCount] = {
     {"barrier", kBarrier, true},
     {"bcast", kBcast, true},
     {"reduce", kReduce, true},
@@ -220,7 +220,11 @@ struct ForcedTable {
   std::array<std::string, kCollCount> value;  // "" = not set
   // value parsed once (a collective asks on every call): the algorithm's index, kUnset, or
   // kInvalid (then every call parses it again, to throw the error naming it)
-  std::array<int, kCollCount> index{};
+  std::array<int, kCollCount> index = [] {
+    std::array<int, kCollCount> a{};
+    a.fill(kUnset);
+    return a;
+  }();
 };
 
 ForcedTable load_forced() {
@@ -230,7 +234,6 @@ ForcedTable load_forced() {
     if (v) t.value[i] = v;
   }
   for (std::size_t i = 0; i < kCollCount; ++i) {
-    t.index[i] = ForcedTable::kUnset;
     if (t.value[i].empty()) continue;
     try {
       t.index[i] = parse_forced(static_cast<Coll>(i), t.value[i]);
@@ -274,17 +277,17 @@ std::span<const std::string_view> algo_names(Coll k) {
 }
 
 int node_shared_algo(Coll k) {
-  static const std::array<int, kCollCount> table = [] {
+  static constexpr std::array<int, kCollCount> kIndex = [] {
     std::array<int, kCollCount> t{};
-    for (std::size_t k = 0; k < kCollCount; ++k) {
-      t[k] = -1;
-      const auto algos = kTable[k].algos;
-      for (std::size_t i = 0; i < algos.size() && t[k] < 0; ++i)
-        if (!algos[i].time) t[k] = static_cast<int>(i);
+    for (std::size_t c = 0; c < kCollCount; ++c) {
+      t[c] = -1;
+      const auto algos = kTable[c].algos;
+      for (std::size_t i = 0; i < algos.size() && t[c] < 0; ++i)
+        if (!algos[i].time) t[c] = static_cast<int>(i);
     }
     return t;
   }();
-  return table[static_cast<std::size_t>(k)];
+  return kIndex[static_cast<std::size_t>(k)];
 }
 
 CostModel cost_model(const rt::Params& p, double ranks_per_core) {

@@ -2,9 +2,10 @@
 // collective stores into shared chunks), made from measurement because on this project's
 // machines the answer changes at run time: with the two cores near each other a mechanism
 // that moves cache lines from core to core wins by 2-3x; with them far apart the same line
-// traffic collapses it and another mechanism wins. Per power-of-two size class it keeps a
-// moving average of the throughput each enabled mechanism achieved, uses the fastest, and
-// now and then re-measures the others in a short burst.
+// traffic collapses it and another mechanism wins. Per power-of-two size class it keeps the
+// throughput each enabled mechanism achieved (a moving average for the one in use, its latest
+// burst's median for the others), uses the fastest, and now and then re-measures the others
+// in a short burst.
 // Pure: fed sizes and durations, it never reads a clock (unit tests drive it with synthetic
 // rates: tests/unit/test_copy.cpp).
 #pragma once
@@ -22,10 +23,12 @@ class MeasuredChoice {
 public:
   static constexpr int kModes = N;
 
-  // How often the mechanisms not in use are re-measured: a burst of `burst` uses in every
-  // `period`. A pipelined mechanism needs a burst of several (it is only as fast as it looks
-  // when the use before it was the same mechanism); exploring more often costs more when the
-  // explored mechanism is much slower.
+  // How often the mechanisms not in use are re-measured: a burst of `burst` uses (more with
+  // `burst_bytes`) after every period / 2 to 3 period / 2 uses, `period` on average. A
+  // pipelined mechanism needs a burst of several (it is only as fast as it looks when the use
+  // before it was the same mechanism); exploring more often costs more when the explored
+  // mechanism is much slower. When period / 2 is shorter than a burst, two bursts may follow
+  // each other.
   // `favour`: a mode that keeps being chosen unless another is more than `margin` faster
   // (-1: none), for a mode whose cost the measurement sees only in part.
   struct Pace {
@@ -76,7 +79,7 @@ public:
                                  score(b, best) < score(b, held) * (1 + pace_.hysteresis))
       best = held;
     b.held = best;
-    if (b.next_explore == 0) b.next_explore = pace_.period;
+    if (b.next_explore == 0) b.next_explore = next_turn(0);  // the first turn too, at random
     if (N > 1 && b.uses >= b.next_explore) {
       // Re-measure one of the others, each in turn; one far behind the best only every
       // kFarBehindTurns-th time its turn comes. The next turn comes after period / 2 to
@@ -86,8 +89,7 @@ public:
       // the mechanisms not in use were measured at their slowest and never taken up (128 KiB,
       // cores near: the split copy held at 13 GB/s, the double copy's burst 35, 15 and 11 us
       // a get, forced 4.8).
-      b.next_explore =
-          b.uses + pace_.period / 2 + next_random() % std::max<std::uint64_t>(pace_.period, 1);
+      b.next_explore = next_turn(b.uses);
       const auto turn = static_cast<int>(b.turns++ % (N - 1));
       for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
@@ -97,7 +99,6 @@ public:
           return best;
         b.explore_mode = m;
         b.explore_left = burst_of(bytes) - 1;
-        b.burst_n[m] = 0;
         return m;
       }
     }
@@ -113,6 +114,7 @@ public:
     Bucket& b = bucket(bytes);
     if (b.last_mode != mode) {
       b.last_mode = mode;
+      b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
       return;
     }
     const double rate = static_cast<double>(bytes) / seconds;
@@ -140,7 +142,8 @@ public:
     return i < kBuckets ? i : kBuckets - 1;
   }
 
-  // Moving average of the bytes per second `mode` achieved at this size (0: not measured).
+  // The bytes per second `mode` achieved at this size (0: not measured): a moving average
+  // while in use, else its latest burst's median.
   double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
 
 private:
@@ -176,8 +179,9 @@ private:
     auto& v = b.burst[mode];
     v[count % kBurstSamples] = rate;
     if (++count == 2 * kBurstSamples) count = kBurstSamples;  // a ring of the last three
-    const int n = std::min<int>(count, kBurstSamples);
-    if (n < 3) return n == 1 ? v[0] : std::max(v[0], v[1]);
+    // Until three are in, the rate stays: one or two samples are what the median is there
+    // to avoid, and a choice made between them could take the mode up on them.
+    if (count < kBurstSamples) return b.rate[mode];
     return std::max(std::min(v[0], v[1]), std::min(std::max(v[0], v[1]), v[2]));
   }
 
@@ -209,6 +213,11 @@ private:
                                                     2 * static_cast<std::size_t>(pace_.burst)));
   }
 
+  std::uint64_t next_turn(std::uint64_t uses) {
+    const std::uint64_t period = std::max<std::uint64_t>(pace_.period, 1);
+    return uses + period / 2 + next_random() % period;
+  }
+
   // xorshift64: where the turns to re-measure fall (pure: the same sequence every run).
   std::uint64_t next_random() {
     random_ ^= random_ << 13;
@@ -219,7 +228,7 @@ private:
 
   unsigned enabled_;
   Pace pace_;
-  std::uint64_t random_ = 0x9e3779b97f4a7c15;
+  std::uint64_t random_ = 0x9e3779b97f4a7c15;  // any nonzero seed
   std::array<Bucket, kBuckets> buckets_{};
 };
 

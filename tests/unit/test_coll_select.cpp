@@ -216,6 +216,8 @@ TEST(CollSelect, UnknownName_InvalidArgumentListingTheValidNames) {
                  "allreduce: RMP_ALLREDUCE_ALGO=butterfly is not an algorithm of allreduce (valid: "
                  "recursive_doubling, rabenseifner, ring, shm)");
   }
+  // Every call, not only the first: the value is parsed once, an invalid one kept as such.
+  EXPECT_THROW(coll::forced(Coll::allreduce), Error);
   // Other collectives are unaffected.
   EXPECT_EQ(coll::forced(Coll::bcast), -1);
 }

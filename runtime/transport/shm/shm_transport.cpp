@@ -450,9 +450,8 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
   // nothing else overlaps: a 128 KiB get of one 128 KiB step took 8.2-9.2 us where four
   // steps took 6.4-6.8 (cores near); with the calibrated 512 KiB steps, ping-pong of 512 KiB
   // 30.2 -> 24.9 us and of 1 MiB 50.3 -> 45.2 (interleaved, 10-11 pairs near). Gets in a
-  // stream keep whole steps: their copies overlap
-  // those of the gets around them, and cutting a 512 KiB get into four cost 12-23 % of a
-  // window's bandwidth in syncs.
+  // stream keep whole steps: their copies overlap those of the gets around them, and cutting
+  // a 512 KiB get into four cost 12-23 % of a window's bandwidth in syncs.
   const bool alone = gets_.empty() && waiting_.empty();
   if (len < fragment || (alone && len < kPieces * fragment)) {
     const std::size_t window = fragment * depth;
@@ -518,8 +517,9 @@ int ShmEndpoint::start_waiting() {
   int n = 0;
   while (!waiting_.empty() &&
          (gets_running_ == 0 || same_queue(waiting_.front().mode, running_mode_))) {
-    start_get(waiting_.front());
-    waiting_.pop_front();
+    const GetJob j = waiting_.front();
+    waiting_.pop_front();  // first: a get that waited alone is alone (start_chunk_get)
+    start_get(j);
     ++n;
   }
   return n;
