@@ -173,18 +173,6 @@ private:
   // choice's burst of 2, let streaming stores take over node-shared bcasts of 1 MiB with the
   // cores near whenever one call ran fast (60.8 us against 54.5, interleaved).
   static constexpr int kBurstSamples = 3;
-  template <class Bucket>
-  static double burst_median(Bucket& b, int mode, double rate) {
-    auto& count = b.burst_n[mode];
-    auto& v = b.burst[mode];
-    v[count % kBurstSamples] = rate;
-    if (++count == 2 * kBurstSamples) count = kBurstSamples;  // a ring of the last three
-    // Until three are in, the rate stays: one or two samples are what the median is there
-    // to avoid, and a choice made between them could take the mode up on them.
-    if (count < kBurstSamples) return b.rate[mode];
-    return std::max(std::min(v[0], v[1]), std::min(std::max(v[0], v[1]), v[2]));
-  }
-
   struct Bucket {
     std::array<double, N> rate{};
     std::array<std::array<double, kBurstSamples>, N> burst{};  // this burst's samples
@@ -200,6 +188,19 @@ private:
     int last_mode = -1;  // mode of the last use recorded
     int held = -1;       // the mode chosen last outside warm-up and exploration
   };
+
+  // A sample of a burst of `mode` (not in use): the mode's rate from it (see kBurstSamples).
+  static double burst_median(Bucket& b, int mode, double rate) {
+    auto& count = b.burst_n[mode];
+    auto& v = b.burst[mode];
+    v[count % kBurstSamples] = rate;
+    if (++count == 2 * kBurstSamples) count = kBurstSamples;  // a ring of the last three
+    // Until three are in, the rate stays: one or two samples are what the median is there
+    // to avoid, and a choice made between them could take the mode up on them.
+    if (count < kBurstSamples) return b.rate[mode];
+    return std::max(std::min(v[0], v[1]), std::min(std::max(v[0], v[1]), v[2]));
+  }
+
   bool enabled(int m) const { return (enabled_ >> m & 1) != 0; }
   double score(const Bucket& b, int m) const {
     return m == pace_.favour ? b.rate[m] * (1 + pace_.margin) : b.rate[m];

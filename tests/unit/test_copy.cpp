@@ -118,15 +118,22 @@ struct FakeRates {
   }
 };
 
-// Runs n gets of `bytes` through the chooser with the given rates; counts uses per mode.
-std::vector<int> run(CopyChooser& c, const FakeRates& r, std::size_t bytes, int n) {
+// Runs n gets of `bytes` through the chooser, each at rate_of(mode, uses so far, this one
+// counted); counts uses per mode.
+template <class RateOf>
+std::vector<int> run_with(CopyChooser& c, std::size_t bytes, int n, RateOf&& rate_of) {
   std::vector<int> uses(CopyChooser::kModes);
   for (int i = 0; i < n; ++i) {
     const Mode m = c.choose(bytes);
     ++uses[static_cast<int>(m)];
-    c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
+    c.record(m, bytes, static_cast<double>(bytes) / rate_of(m, uses));
   }
   return uses;
+}
+
+// The same with fixed rates.
+std::vector<int> run(CopyChooser& c, const FakeRates& r, std::size_t bytes, int n) {
+  return run_with(c, bytes, n, [&](Mode m, const std::vector<int>&) { return r.of(m); });
 }
 
 TEST(CopyChooser, PicksTheFastestAndKeepsMeasuringTheOthers) {
@@ -227,15 +234,10 @@ TEST(CopyChooser, SizeClassesAreIndependent) {
 // make the faster mechanism lose for hundreds of uses after.
 TEST(CopyChooser, ColdFirstUsesDoNotHideTheFastest) {
   CopyChooser c;
-  const std::size_t bytes = 1 << 20;
-  std::vector<int> uses(CopyChooser::kModes);
-  for (int i = 0; i < 400; ++i) {
-    const Mode m = c.choose(bytes);
-    ++uses[static_cast<int>(m)];
-    // chunks is the fastest (30 GB/s), but its first three uses ran at 1 GB/s.
-    const FakeRates r{8e9, uses[1] <= 3 ? 1e9 : 30e9, 16e9, 10e9};
-    c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
-  }
+  // chunks is the fastest (30 GB/s), but its first three uses ran at 1 GB/s.
+  const auto uses = run_with(c, 1 << 20, 400, [](Mode m, const std::vector<int>& u) {
+    return FakeRates{8e9, u[1] <= 3 ? 1e9 : 30e9, 16e9, 10e9}.of(m);
+  });
   EXPECT_GT(uses[1], 300) << "single " << uses[0] << ", split " << uses[2] << ", streaming "
                           << uses[3];
 }
@@ -246,14 +248,9 @@ TEST(CopyChooser, ColdFirstUsesDoNotHideTheFastest) {
 // of a benchmark's run of ~1400 gets from its turn on (the third, after ~768).
 TEST(CopyChooser, SlowWarmUpDoesNotBanTheFastest) {
   CopyChooser c;
-  const std::size_t bytes = 96 << 10;
-  std::vector<int> uses(CopyChooser::kModes);
-  for (int i = 0; i < 1400; ++i) {
-    const Mode m = c.choose(bytes);
-    ++uses[static_cast<int>(m)];
-    const FakeRates r{9.5e9, uses[1] <= 4 ? 6e9 : 30e9, 11e9, 10e9};
-    c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
-  }
+  const auto uses = run_with(c, 96 << 10, 1400, [](Mode m, const std::vector<int>& u) {
+    return FakeRates{9.5e9, u[1] <= 4 ? 6e9 : 30e9, 11e9, 10e9}.of(m);
+  });
   EXPECT_GT(uses[1], 500) << "single " << uses[0] << ", split " << uses[2] << ", streaming "
                           << uses[3];
 }
@@ -270,15 +267,10 @@ TEST(CopyChooser, OneSlowSampleInABurstDoesNotHideTheFastest) {
   // The cores moved close together: chunks now at 17 GB/s against streaming's 10, but the
   // second get of each of its bursts (the first one judged) stalls (as measured: 114, 5.7
   // and 5.7 us for 96 KiB).
-  std::vector<int> uses(CopyChooser::kModes);
-  int chunk_uses = 0;
-  for (int i = 0; i < 1600; ++i) {
-    const Mode m = c.choose(bytes);
-    ++uses[static_cast<int>(m)];
-    double rate = FakeRates{7e9, 17e9, 9e9, 10e9}.of(m);
-    if (m == Mode::chunks && ++chunk_uses % 4 == 2) rate = 0.86e9;
-    c.record(m, bytes, static_cast<double>(bytes) / rate);
-  }
+  const auto uses = run_with(c, bytes, 1600, [](Mode m, const std::vector<int>& u) {
+    if (m == Mode::chunks && u[1] % 4 == 2) return 0.86e9;
+    return FakeRates{7e9, 17e9, 9e9, 10e9}.of(m);
+  });
   EXPECT_GT(uses[1], 1200) << "single " << uses[0] << ", split " << uses[2] << ", streaming "
                            << uses[3];
 }
