@@ -45,7 +45,8 @@ public:
     // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
     // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
     // costs one more burst per size class, early in a run (node-shared allreduce, bcast and
-    // allgather of 1 MiB, whose benchmark times 50 calls: 4-5 % slower with it).
+    // allgather of 1 MiB, whose benchmark times 50 calls: 4-5 % slower with it). Modes known
+    // from their warm-up alone are then also re-measured soon after it (warmup_only).
     bool rejudge_warmup = false;
   };
 
@@ -79,7 +80,9 @@ public:
                                  score(b, best) < score(b, held) * (1 + pace_.hysteresis))
       best = held;
     b.held = best;
-    if (b.next_explore == 0) b.next_explore = next_turn(0);  // the first turn too, at random
+    // The first turn too, at random; with Pace::rejudge_warmup soon after the warm-up, when
+    // a mode rests on its warm-up alone (below).
+    if (b.next_explore == 0) b.next_explore = first_turn(b.uses, bytes);
     if (N > 1 && b.uses >= b.next_explore) {
       // Re-measure one of the others, each in turn; one far behind the best only every
       // kFarBehindTurns-th time its turn comes. The next turn comes after period / 2 to
@@ -89,8 +92,14 @@ public:
       // the mechanisms not in use were measured at their slowest and never taken up (128 KiB,
       // cores near: the split copy held at 13 GB/s, the double copy's burst 35, 15 and 11 us
       // a get, forced 4.8).
-      b.next_explore = next_turn(b.uses);
       const auto turn = static_cast<int>(b.turns++ % (N - 1));
+      if (const int m = warmup_only(b, best, bytes); m >= 0) {
+        b.next_explore = first_turn(b.uses, bytes);
+        b.explore_mode = m;
+        b.explore_left = burst_of(bytes) - 1;
+        return m;
+      }
+      b.next_explore = next_turn(b.uses);
       for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
@@ -212,6 +221,40 @@ private:
     const std::size_t want = (pace_.burst_bytes + bytes - 1) / bytes + 1;
     return static_cast<int>(std::clamp<std::size_t>(want, static_cast<std::size_t>(pace_.burst),
                                                     2 * static_cast<std::size_t>(pace_.burst)));
+  }
+
+  // With Pace::rejudge_warmup, the mode other than `best` whose rate still rests on its
+  // warm-up alone (the fastest of them; -1: none): the turns go to such modes first, and
+  // while there are any (the first turn too) each comes after period / 16 to period / 8 uses.
+  // A run's first uses of a pipelined mechanism are far slower
+  // than its steady speed (a ping-pong of 256 KiB gets, cores near: the double copy's warm-up
+  // at 31-34 us a get, its first pass over a 1 MiB chunk ring, against 16-19 for the split
+  // copy and 12-14 for the double copy once warm): re-measured only at the second or third
+  // turn of its size class, 300-1000 gets in, it was not taken up within a benchmark's run
+  // (latency 19-25 us against 13.5-15 forced). Only for uses smaller than
+  // Pace::burst_bytes, whose warm-up moves less than a pipeline warms up over: at 4 MiB, three
+  // early bursts of slower mechanisms cost a benchmark's run of ~100 gets 10-15 % of its
+  // latency. Nor for a mode whose warm-up ran at less than 1 / kWarmupBehind of the best's: the
+  // double copy's at 256 KiB with the cores near ran at 1.2-1.8 times the time of the best
+  // one's, with them far apart (where it stays slower) at 2-2.5, and early bursts of such modes
+  // cost 512 KiB ping-pongs 10 % there (interleaved, 7 pairs); they wait for their turns.
+  static constexpr double kWarmupBehind = 2.0;
+  bool warmup_misleads(std::size_t bytes) const {
+    return pace_.rejudge_warmup && bytes < pace_.burst_bytes;
+  }
+  int warmup_only(const Bucket& b, int best, std::size_t bytes) const {
+    if (!warmup_misleads(bytes)) return -1;
+    int pick = -1;
+    for (int m = 0; m < N; ++m)
+      if (enabled(m) && m != best && b.samples[m] <= kWarmup &&
+          b.rate[best] <= kWarmupBehind * b.rate[m] && (pick < 0 || b.rate[m] > b.rate[pick]))
+        pick = m;
+    return pick;
+  }
+  std::uint64_t first_turn(std::uint64_t uses, std::size_t bytes) {
+    if (!warmup_misleads(bytes)) return next_turn(uses);
+    const std::uint64_t period = std::max<std::uint64_t>(pace_.period, 16);
+    return uses + period / 16 + next_random() % (period / 16);
   }
 
   std::uint64_t next_turn(std::uint64_t uses) {
