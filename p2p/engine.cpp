@@ -118,6 +118,10 @@ RequestState* Engine::alloc() {
 // Inlined, as are return_credit and deliver_eager below: each runs once per message on the
 // 8-byte path, where a call's register saves and restores took ~20 instructions.
 [[gnu::always_inline]] inline void Engine::free_request(RequestState* r) {
+  if (r->tuned) {
+    r->tuned = false;
+    if (tuner_->release()) ++ctx_.counters().tune_moves;
+  }
   r->err_msg.reset();
   r->activity.reset();
   free_.push_back(r);
@@ -276,7 +280,7 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   }
   if (fits_eager) {
     ++c.credit_stalls;
-    r->tuned = false;  // the tuner's eager pick did not happen
+    r->tune_honoured = false;  // the tuner's eager pick did not happen
   }
   ++c.msgs_rndv;
   c.bytes_rndv += bytes;
@@ -335,8 +339,8 @@ void Engine::send_ack(int world, Am am, std::uint64_t sid) {
 
 // ---------------------------------------------------------------------------------------------
 // Adaptive protocol choice (RMP_TUNE=adaptive): the tuner is consulted at the decision above
-// and fed each tuned send's time from post to completion. The clock is read only for tuned
-// sends.
+// and told when each tuned send completes; it judges sends alone and streams of sends
+// (p2p/protocol_tuner.hpp). The clock is read only for tuned sends.
 
 namespace {
 std::int64_t now_ns() {
@@ -347,32 +351,18 @@ std::int64_t now_ns() {
 }  // namespace
 
 bool Engine::pick_protocol(RequestState& r, std::size_t bytes) {
-  const p2p::ProtocolTuner::Pick pick = tuner_->pick(bytes);
+  const p2p::ProtocolTuner::Pick pick = tuner_->post(bytes, now_ns());
   rt::Counters& c = ctx_.counters();
+  c.tune_moves += pick.moved;
   c.tune_explorations += pick.explore;
   if (pick.eager && bytes > eager_threshold_) ++c.tune_eager_above;
   if (!pick.eager && bytes <= eager_threshold_) ++c.tune_rndv_below;
   r.tuned = true;
-  r.tuned_eager = pick.eager;
-  r.tune_posted_ns = now_ns();
+  r.tune_honoured = true;
   return pick.eager;
 }
 
-// A tuned send is charged the time of the stream of tuned sends since it could start: from its
-// post, or from the previous tuned send's completion if that came later (then it was posted
-// while others were in flight: pipelined). From the post alone, a rendezvous send in a window
-// of 64 was charged its wait behind the 63 gets queued before it, eager sends (complete once
-// copied out) were not, and the tuner moved 64 KiB windows to eager where rendezvous streamed
-// 2.4x faster (cores far apart, tune-proof at 11:19).
-void Engine::observe_protocol(RequestState& r) {
-  r.tuned = false;
-  const std::int64_t now = now_ns();
-  const bool pipelined = r.tune_posted_ns < last_tuned_done_ns_;
-  const std::int64_t from = std::max(r.tune_posted_ns, last_tuned_done_ns_);
-  last_tuned_done_ns_ = now;
-  const double seconds = static_cast<double>(now - from) * 1e-9;
-  if (tuner_->observe(r.bytes, r.tuned_eager, seconds, pipelined)) ++ctx_.counters().tune_moves;
-}
+void Engine::observe_protocol(RequestState& r) { tuner_->complete(r.tune_honoured, now_ns()); }
 
 // ---------------------------------------------------------------------------------------------
 // Receiving

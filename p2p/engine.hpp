@@ -54,10 +54,10 @@ struct RequestState {
   class Engine* engine = nullptr;
   // activity (non-blocking collective)
   std::unique_ptr<Activity> activity;
-  // RMP_TUNE=adaptive: a send whose protocol the tuner chose, observed when it completes
+  // RMP_TUNE=adaptive: a send whose protocol the tuner chose, reported when it completes;
+  // tune_honoured: it went by the protocol chosen
   bool tuned = false;
-  bool tuned_eager = false;
-  std::int64_t tune_posted_ns = 0;
+  bool tune_honoured = false;
 };
 
 }  // namespace rmp::detail
@@ -267,7 +267,7 @@ private:
   static void on_get_done(rt::Completion* c, rt::TStatus s);
 
   // RMP_TUNE=adaptive (p2p/protocol_tuner.hpp): whether the tuner picks this send's protocol,
-  // the pick (recorded in r), and the observation when r completes.
+  // the pick (recorded in r), and its completion (its release: free_request).
   bool tuned_send(p2p::Channel ch, int world, std::size_t bytes, bool sync) const {
     return tuner_ && ch == p2p::Channel::user && !sync && world != self_ && tuner_->tunes(bytes);
   }
@@ -290,7 +290,6 @@ private:
   std::vector<RequestState*> activities_;
   std::size_t active_gets_ = 0;  // rendezvous reads in progress at this rank
   std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
-  std::int64_t last_tuned_done_ns_ = 0;        // completion of the last tuned send
   std::recursive_mutex mu_;
   bool threaded_ = false;
   struct ProgressThread;

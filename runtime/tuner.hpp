@@ -49,6 +49,17 @@ public:
 
   using Setting = std::array<std::uint8_t, kMaxDims>;
 
+  // The defaults above suit observations of single messages. A caller whose observations are
+  // whole streams of messages (p2p/protocol_tuner.hpp: a window of sends, each at one setting)
+  // sees far fewer of them and none is shaped by the setting before it: it judges on shorter
+  // windows and bursts, explores more often, and judges a burst's first observation too.
+  struct Pace {
+    std::uint32_t window = kWindow;  // at most kWindow
+    std::uint32_t burst = kBurst;    // at least 2 when edges are skipped
+    std::uint32_t period = kExplorePeriod;
+    bool skip_edges = true;  // the first use of a burst, and of the current setting after one
+  };
+
   // Power-of-two bucket of a size: sizes in (2^(b-1), 2^b] share bucket b (0 → 0, 1 → 0), so
   // a power-of-two threshold is the top of its bucket.
   static std::size_t bucket_of(std::size_t bytes) {
@@ -57,7 +68,8 @@ public:
 
   // `extent[d]` candidates along dimension d (1 = the dimension is fixed; unused dimensions
   // keep extent 1).
-  explicit HillTuner(std::array<std::uint8_t, kMaxDims> extent) : extent_(extent) {}
+  HillTuner(std::array<std::uint8_t, kMaxDims> extent, Pace pace) : extent_(extent), pace_(pace) {}
+  explicit HillTuner(std::array<std::uint8_t, kMaxDims> extent) : HillTuner(extent, Pace{}) {}
 
   // Buckets are static (never explored) until enabled here with their starting setting.
   void enable(std::size_t bucket, Setting start) {
@@ -82,13 +94,12 @@ public:
       --b.burst_left;
       return {b.candidate, true};
     }
-    if (b.uses % (std::uint64_t{kExplorePeriod} << b.backoff) != 0 || b.now.count < kWindow)
-      return {b.current, false};
+    if (b.uses % explore_period_of(b) != 0 || b.now.count < pace_.window) return {b.current, false};
     if (!b.has_candidate && !pick_candidate(b)) return {b.current, false};
     ++explorations_;
-    b.burst_left = kBurst - 1;
-    b.unjudged_cand += 1;       // the burst's first use
-    b.cand_pending += kBurst;   // observations of this burst still to come
+    b.burst_left = pace_.burst - 1;
+    b.unjudged_cand += pace_.skip_edges;  // the burst's first use
+    b.cand_pending += pace_.burst;        // observations of this burst still to come
     return {b.candidate, true};
   }
 
@@ -108,7 +119,7 @@ public:
       return false;
     }
     if (!b.has_candidate || s != b.candidate) return false;  // stale: from before a move
-    if (b.cand_pending > 0 && --b.cand_pending == 0) b.unjudged_current = 1;  // burst over
+    if (b.cand_pending > 0 && --b.cand_pending == 0) b.unjudged_current = pace_.skip_edges;
     if (b.unjudged_cand > 0) {
       --b.unjudged_cand;
       return false;
@@ -118,8 +129,9 @@ public:
     // A neighbour whose every judged use so far cost kClearlyWorse times the current's loses
     // at once, without the rest of its window: in noise of ±10 % that is no accident, and
     // judging it on a full window took three bursts of its slow uses.
-    const bool clearly_worse = b.cand.count >= kBurst - 1 && b.cand.min() >= kClearlyWorse;
-    if (b.cand.count < kWindow && !clearly_worse) return false;
+    const bool clearly_worse =
+        b.cand.count >= pace_.burst - pace_.skip_edges && b.cand.min() >= kClearlyWorse;
+    if (b.cand.count < pace_.window && !clearly_worse) return false;
     const bool better = b.cand.median() < 1 - kMargin;
     if (better) {
       b.current = b.candidate;
@@ -141,7 +153,7 @@ public:
     b.burst_left = 0;
     b.unjudged_cand = 0;
     b.cand_pending = 0;      // what is left of the burst is stale now
-    b.unjudged_current = 1;  // the first use after it
+    b.unjudged_current = pace_.skip_edges;  // the first use after it
     return better;
   }
 
@@ -149,7 +161,7 @@ public:
   std::uint64_t moves() const { return moves_; }
   // Uses between explorations of this bucket now.
   std::uint64_t explore_period(std::size_t bucket) const {
-    return std::uint64_t{kExplorePeriod} << buckets_[bucket].backoff;
+    return explore_period_of(buckets_[bucket]);
   }
 
 private:
@@ -189,6 +201,10 @@ private:
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
   };
 
+  std::uint64_t explore_period_of(const Bucket& b) const {
+    return std::uint64_t{pace_.period} << b.backoff;
+  }
+
   // ±1 steps from s that stay inside the grid.
   std::uint32_t valid_steps(const Setting& s) const {
     std::uint32_t n = 0;
@@ -214,6 +230,7 @@ private:
   }
 
   std::array<std::uint8_t, kMaxDims> extent_;
+  Pace pace_;
   std::array<Bucket, kBuckets> buckets_{};
   std::uint64_t explorations_ = 0, moves_ = 0;
 };
