@@ -252,7 +252,7 @@ private:
     return pick;
   }
   std::uint64_t first_turn(std::uint64_t uses, std::size_t bytes) {
-    if (!warmup_misleads(bytes)) return next_turn(uses);
+    if (!warmup_misleads(bytes)) return next_turn(0);
     const std::uint64_t period = std::max<std::uint64_t>(pace_.period, 16);
     return uses + period / 16 + next_random() % (period / 16);
   }
