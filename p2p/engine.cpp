@@ -131,7 +131,7 @@ void Engine::complete(RequestState* r) {
   r->complete = true;
   if (r->kind == RequestState::Kind::send) {
     --outstanding_sends_;
-    if (r->tuned) observe_protocol(*r);
+    if (r->tuned) tuned_send_completed(*r);
   }
   if (r->released) free_request(r);
 }
@@ -362,7 +362,9 @@ bool Engine::pick_protocol(RequestState& r, std::size_t bytes) {
   return pick.eager;
 }
 
-void Engine::observe_protocol(RequestState& r) { tuner_->complete(r.tune_honoured, now_ns()); }
+void Engine::tuned_send_completed(const RequestState& r) {
+  tuner_->complete(r.tune_honoured, now_ns());
+}
 
 // ---------------------------------------------------------------------------------------------
 // Receiving

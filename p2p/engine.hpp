@@ -267,12 +267,12 @@ private:
   static void on_get_done(rt::Completion* c, rt::TStatus s);
 
   // RMP_TUNE=adaptive (p2p/protocol_tuner.hpp): whether the tuner picks this send's protocol,
-  // the pick (recorded in r), and its completion (its release: free_request).
+  // the pick (recorded in r), and r's completion; free_request tells the tuner of r's release.
   bool tuned_send(p2p::Channel ch, int world, std::size_t bytes, bool sync) const {
     return tuner_ && ch == p2p::Channel::user && !sync && world != self_ && tuner_->tunes(bytes);
   }
   bool pick_protocol(RequestState& r, std::size_t bytes);
-  void observe_protocol(RequestState& r);
+  void tuned_send_completed(const RequestState& r);
 
   rt::Context& ctx_;
   std::size_t inline_threshold_, eager_threshold_;

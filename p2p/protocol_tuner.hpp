@@ -63,20 +63,25 @@ public:
   // release() must follow for each.
   Pick post(std::size_t bytes, std::int64_t now_ns) {
     const std::size_t b = rt::HillTuner::bucket_of(bytes);
-    if (in_flight_++ == 0) {  // a new stream, maybe of one send
-      const bool moved = judge_last_stream(b, now_ns);
+    if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
+      const bool cut = in_flight_ > 1;
+      const bool moved = cut ? judge_segment(b, now_ns) : judge_last_stream(b, now_ns);
       const rt::HillTuner::Choice c = streamed_[b] ? stream_.choose(b) : alone_.choose(b);
-      s_ = {b, c.setting[0] == kEager, c.explore, true, true, 0, 0, now_ns, now_ns};
-      ++s_.sends;
-      s_.bytes += bytes;
+      s_ = {.bucket = b,
+            .eager = c.setting[0] == kEager,
+            .explore = c.explore,
+            .cut = cut,
+            .sends = 1,
+            .bytes = bytes,
+            .posted_ns = now_ns,
+            .done_ns = now_ns};
       return {s_.eager, s_.explore, moved};
     }
-    if (b != s_.bucket || s_.sends >= kMaxStream) {
+    ++s_.sends;
+    if (b != s_.bucket) {
       s_.judged = false;
-      ++s_.sends;
       return {stream_.current(b)[0] == kEager, false, false};
     }
-    ++s_.sends;
     s_.bytes += bytes;
     return {s_.eager, s_.explore, false};
   }
@@ -105,7 +110,7 @@ public:
     streamed_[b] = false;
     last_.judged = false;
     const double seconds = static_cast<double>(s_.done_ns - s_.posted_ns) * 1e-9;
-    if (!s_.judged || !s_.honoured || s_.bytes == 0 || seconds < 0) return false;
+    if (!s_.judged || !s_.honoured || s_.cut || s_.bytes == 0 || seconds < 0) return false;
     // Alone, an eager send's receiver copies the message out after it completed, a copy of
     // the same size: its time counts twice, so that both protocols are judged on delivery.
     const double per_byte = seconds / static_cast<double>(s_.bytes);
@@ -116,12 +121,16 @@ public:
 
 private:
   static constexpr std::uint8_t kRndv = 0, kEager = 1;
-  // Sends of one stream after which the rest keep the bucket's setting and the stream is not
-  // judged: sends that never all complete at once would otherwise keep one pick forever.
-  static constexpr std::uint32_t kMaxStream = 4096;
+  // Sends after which a stream that has not drained is cut: its part so far is judged on its
+  // bytes over the time to this post, and the next part takes a setting of its own. Sends
+  // that never all complete and get waited for at once (isend i, then wait for i - 1), or a
+  // send never waited for, would otherwise make one endless stream, never judged.
+  static constexpr std::uint32_t kSegment = 256;
   // A stream tuner's observation is a window of sends: a benchmark's bandwidth loop has tens
-  // of them per size. It explores one stream in 8 and judges on two, the first included
-  // (nothing of the setting before it is left in flight).
+  // of them per size. It explores one stream in 8 and judges it alone against the one before
+  // (nothing of the setting before it is left in flight): a benchmark's run is too short for
+  // more. Windows of 64 sends vary little, and a wrong move is undone at the next
+  // exploration, 8 streams later.
   static constexpr rt::HillTuner::Pace kStreamPace{
       .window = 1, .burst = 1, .period = 8, .skip_edges = false};
 
@@ -130,6 +139,7 @@ private:
     bool eager = false, explore = false;
     bool judged = true;    // one bucket and one setting throughout
     bool honoured = true;  // every pick went by the protocol picked
+    bool cut = false;      // the rest of a stream cut after kSegment sends
     std::uint32_t sends = 0;
     std::size_t bytes = 0;
     std::int64_t posted_ns = 0;  // its first send's post
@@ -143,6 +153,16 @@ private:
   // complete while the receiver still has up to its eager buffer to copy out (a window of 64
   // eager sends of 32 KiB completed in 60 % of the time the window took). The time between
   // windows (the receiver's reply, what the application computes) counts for both protocols.
+  // A stream cut after kSegment sends (still in flight): judged on its bytes over the time
+  // to the post that cut it.
+  bool judge_segment(std::size_t bucket, std::int64_t now_ns) {
+    last_.judged = false;
+    streamed_[s_.bucket] = true;
+    if (!s_.judged || s_.bucket != bucket || s_.bytes == 0 || now_ns <= s_.posted_ns) return false;
+    const double seconds = static_cast<double>(now_ns - s_.posted_ns) * 1e-9;
+    return stream_.observe(bucket, setting(s_.eager), seconds / static_cast<double>(s_.bytes));
+  }
+
   bool judge_last_stream(std::size_t bucket, std::int64_t now_ns) {
     const Stream s = last_;
     last_.judged = false;

@@ -80,9 +80,10 @@ public:
                                  score(b, best) < score(b, held) * (1 + pace_.hysteresis))
       best = held;
     b.held = best;
-    // The first turn too, at random; with Pace::rejudge_warmup soon after the warm-up, when
-    // a mode rests on its warm-up alone (below).
-    if (b.next_explore == 0) b.next_explore = first_turn(b.uses, bytes);
+    // The first turn too, at random; soon after the warm-up when a mode rests on its warm-up
+    // alone (warmup_only).
+    if (b.next_explore == 0)
+      b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(0);
     if (N > 1 && b.uses >= b.next_explore) {
       // Re-measure one of the others, each in turn; one far behind the best only every
       // kFarBehindTurns-th time its turn comes. The next turn comes after period / 2 to
@@ -94,7 +95,8 @@ public:
       // a get, forced 4.8).
       const auto turn = static_cast<int>(b.turns++ % (N - 1));
       if (const int m = warmup_only(b, best, bytes); m >= 0) {
-        b.next_explore = first_turn(b.uses, bytes);
+        b.remeasured |= 1u << m;
+        b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(b.uses);
         b.explore_mode = m;
         b.explore_left = burst_of(bytes) - 1;
         return m;
@@ -196,6 +198,7 @@ private:
     int explore_mode = 0;
     int last_mode = -1;  // mode of the last use recorded
     int held = -1;       // the mode chosen last outside warm-up and exploration
+    unsigned remeasured = 0;  // modes re-measured soon after the warm-up (warmup_only)
   };
 
   // A sample of a burst of `mode` (not in use): the mode's rate from it (see kBurstSamples).
@@ -224,8 +227,10 @@ private:
   }
 
   // With Pace::rejudge_warmup, the mode other than `best` whose rate still rests on its
-  // warm-up alone (the fastest of them; -1: none): the turns go to such modes first, and
-  // while there are any (the first turn too) each comes after period / 16 to period / 8 uses.
+  // warm-up alone and that was not re-measured yet (the fastest of them; -1: none): the turns
+  // go to such modes first, and while there are any (the first turn too) each comes after
+  // period / 16 to period / 8 uses (soon). Once each, or a window of gets that starts them
+  // all before any ends would take the same mode again and again.
   // A run's first uses of a pipelined mechanism are far slower
   // than its steady speed (a ping-pong of 256 KiB gets, cores near: the double copy's warm-up
   // at 31-34 us a get, its first pass over a 1 MiB chunk ring, against 16-19 for the split
@@ -246,13 +251,12 @@ private:
     if (!warmup_misleads(bytes)) return -1;
     int pick = -1;
     for (int m = 0; m < N; ++m)
-      if (enabled(m) && m != best && b.samples[m] <= kWarmup &&
+      if (enabled(m) && m != best && b.samples[m] <= kWarmup && (b.remeasured >> m & 1) == 0 &&
           b.rate[best] <= kWarmupBehind * b.rate[m] && (pick < 0 || b.rate[m] > b.rate[pick]))
         pick = m;
     return pick;
   }
-  std::uint64_t first_turn(std::uint64_t uses, std::size_t bytes) {
-    if (!warmup_misleads(bytes)) return next_turn(0);
+  std::uint64_t soon(std::uint64_t uses) {
     const std::uint64_t period = std::max<std::uint64_t>(pace_.period, 16);
     return uses + period / 16 + next_random() % (period / 16);
   }

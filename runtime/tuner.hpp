@@ -68,7 +68,8 @@ public:
 
   // `extent[d]` candidates along dimension d (1 = the dimension is fixed; unused dimensions
   // keep extent 1).
-  HillTuner(std::array<std::uint8_t, kMaxDims> extent, Pace pace) : extent_(extent), pace_(pace) {}
+  HillTuner(std::array<std::uint8_t, kMaxDims> extent, Pace pace)
+      : extent_(extent), pace_(valid(pace)) {}
   explicit HillTuner(std::array<std::uint8_t, kMaxDims> extent) : HillTuner(extent, Pace{}) {}
 
   // Buckets are static (never explored) until enabled here with their starting setting.
@@ -200,6 +201,15 @@ private:
     double latest = 0;  // the current setting's latest cost
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
   };
+
+  // A pace the counting above works with: a window the Window holds, a burst of at least one
+  // judged use, a period of at least one use.
+  static Pace valid(Pace p) {
+    p.window = std::clamp<std::uint32_t>(p.window, 1, kWindow);
+    p.burst = std::max<std::uint32_t>(p.burst, p.skip_edges ? 2 : 1);
+    p.period = std::max<std::uint32_t>(p.period, 1);
+    return p;
+  }
 
   std::uint64_t explore_period_of(const Bucket& b) const {
     return std::uint64_t{pace_.period} << b.backoff;
