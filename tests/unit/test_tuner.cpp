@@ -109,6 +109,41 @@ TEST(Tuner, SyntheticCost_ReachesUniqueOptimumWithin40WindowsAndStays) {
   }
 }
 
+// The stream tuner's pace (p2p/protocol_tuner.hpp): each observation judged alone, one in 8
+// explores, nothing skipped. Two settings 1.5x apart under +-5 % noise: it moves within two
+// exploration periods and never leaves; a pace that would divide by zero is clamped.
+TEST(Tuner, StreamPace_SingleObservations_ReachOptimumAndStay) {
+  const HillTuner::Pace pace{.window = 1, .burst = 1, .period = 8, .skip_edges = false};
+  HillTuner t({2, 1, 1}, pace);
+  const std::size_t bucket = HillTuner::bucket_of(128 * 1024);
+  t.enable(bucket, {0, 0, 0});
+  std::mt19937_64 rng(7);
+  auto cost = [&](const Setting& s) {
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    return (s[0] == 1 ? 1.0 : 1.5) * (1 + 0.10 * (u - 0.5));
+  };
+  std::uint64_t reached = 0, left = 0;
+  for (std::uint64_t i = 1; i <= 2000; ++i) {
+    const HillTuner::Choice c = t.choose(bucket);
+    t.observe(bucket, c.setting, cost(c.setting));
+    const bool at_best = t.current(bucket)[0] == 1;
+    if (at_best && reached == 0) reached = i;
+    if (!at_best && reached != 0) ++left;
+  }
+  EXPECT_GT(reached, 0u);
+  EXPECT_LE(reached, 2u * pace.period);
+  EXPECT_EQ(left, 0u);
+  EXPECT_EQ(t.moves(), 1u);
+
+  HillTuner zero({2, 1, 1}, HillTuner::Pace{.window = 0, .burst = 0, .period = 0});
+  zero.enable(bucket, {0, 0, 0});
+  for (int i = 0; i < 1000; ++i) {
+    const HillTuner::Choice c = zero.choose(bucket);
+    zero.observe(bucket, c.setting, cost(c.setting));
+  }
+  EXPECT_EQ(zero.current(bucket)[0], 1) << "clamped to a pace that still judges";
+}
+
 // When the default is already the optimum, exploring is pure cost: it must stay within 10 %
 // of the default on average (DESIGN §5's bound for a tuner that explores).
 TEST(Tuner, StartAtOptimum_ExplorationCostsUnderTenPercent) {
