@@ -7,7 +7,7 @@
 // A send alone (posted when every tuned send before it has completed and been waited for: a
 // ping-pong) is judged on its own time. Sends posted while others are in flight or not yet
 // waited for form a stream (a window of isends), and a stream is judged whole, on its bytes
-// over its time (judge_last_stream), by a tuner of its own: the best protocol of a stream is
+// over its time (judge_stream), by a tuner of its own: the best protocol of a stream is
 // not that of a ping-pong, and within a stream the sends' own times say nothing. An eager send
 // completes once its payload is in the transport's buffer, a rendezvous send when the
 // receiver has read it, so they complete out of order, the eager ones long before the
@@ -65,7 +65,11 @@ public:
     const std::size_t b = rt::HillTuner::bucket_of(bytes);
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
       const bool cut = in_flight_ > 1;
-      const bool moved = cut ? judge_segment(b, now_ns) : judge_last_stream(b, now_ns);
+      // The stream before this one: the part of a stream this post cuts, or the last one.
+      if (cut) streamed_[s_.bucket] = true;
+      const Stream before = cut ? s_ : last_;
+      last_.judged = false;
+      const bool moved = judge_stream(before, b, now_ns);
       const rt::HillTuner::Choice c = streamed_[b] ? stream_.choose(b) : alone_.choose(b);
       s_ = {.bucket = b,
             .eager = c.setting[0] == kEager,
@@ -102,7 +106,7 @@ public:
   bool release() {
     if (in_flight_ == 0 || --in_flight_ > 0) return false;
     const std::size_t b = s_.bucket;
-    if (s_.sends > 1) {  // judged when the next stream starts (judge_last_stream)
+    if (s_.sends > 1) {  // judged when the next stream starts (judge_stream)
       streamed_[b] = true;
       last_ = s_;
       return false;
@@ -153,20 +157,10 @@ private:
   // complete while the receiver still has up to its eager buffer to copy out (a window of 64
   // eager sends of 32 KiB completed in 60 % of the time the window took). The time between
   // windows (the receiver's reply, what the application computes) counts for both protocols.
-  // A stream cut after kSegment sends (still in flight): judged on its bytes over the time
-  // to the post that cut it.
-  bool judge_segment(std::size_t bucket, std::int64_t now_ns) {
-    last_.judged = false;
-    streamed_[s_.bucket] = true;
-    if (!s_.judged || s_.bucket != bucket || s_.bytes == 0 || now_ns <= s_.posted_ns) return false;
-    const double seconds = static_cast<double>(now_ns - s_.posted_ns) * 1e-9;
-    return stream_.observe(bucket, setting(s_.eager), seconds / static_cast<double>(s_.bytes));
-  }
-
-  bool judge_last_stream(std::size_t bucket, std::int64_t now_ns) {
-    const Stream s = last_;
-    last_.judged = false;
-    if (!s.judged || s.bucket != bucket || s.bytes == 0 || now_ns < s.posted_ns) return false;
+  // A stream cut after kSegment sends (still in flight) is judged on the time to the post
+  // that cut it.
+  bool judge_stream(const Stream& s, std::size_t bucket, std::int64_t now_ns) {
+    if (!s.judged || s.bucket != bucket || s.bytes == 0 || now_ns <= s.posted_ns) return false;
     const double seconds = static_cast<double>(now_ns - s.posted_ns) * 1e-9;
     return stream_.observe(bucket, setting(s.eager), seconds / static_cast<double>(s.bytes));
   }

@@ -97,9 +97,7 @@ public:
       if (const int m = warmup_only(b, best, bytes); m >= 0) {
         b.remeasured |= 1u << m;
         b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(b.uses);
-        b.explore_mode = m;
-        b.explore_left = burst_of(bytes) - 1;
-        return m;
+        return start_burst(b, m, bytes);
       }
       b.next_explore = next_turn(b.uses);
       for (int k = 0; k < N - 1; ++k) {
@@ -108,9 +106,7 @@ public:
         if ((!pace_.rejudge_warmup || b.samples[m] > kWarmup) &&
             b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0)
           return best;
-        b.explore_mode = m;
-        b.explore_left = burst_of(bytes) - 1;
-        return m;
+        return start_burst(b, m, bytes);
       }
     }
     return best;
@@ -219,6 +215,13 @@ private:
   }
   Bucket& bucket(std::size_t bytes) { return buckets_[bucket_of(bytes)]; }
 
+  // The first use of a burst re-measuring `m`.
+  int start_burst(Bucket& b, int m, std::size_t bytes) const {
+    b.explore_mode = m;
+    b.explore_left = burst_of(bytes) - 1;
+    return m;
+  }
+
   int burst_of(std::size_t bytes) const {
     if (pace_.burst_bytes == 0 || bytes == 0) return pace_.burst;
     const std::size_t want = (pace_.burst_bytes + bytes - 1) / bytes + 1;
@@ -231,18 +234,18 @@ private:
   // go to such modes first, and while there are any (the first turn too) each comes after
   // period / 16 to period / 8 uses (soon). Once each, or a window of gets that starts them
   // all before any ends would take the same mode again and again.
-  // A run's first uses of a pipelined mechanism are far slower
-  // than its steady speed (a ping-pong of 256 KiB gets, cores near: the double copy's warm-up
-  // at 31-34 us a get, its first pass over a 1 MiB chunk ring, against 16-19 for the split
-  // copy and 12-14 for the double copy once warm): re-measured only at the second or third
-  // turn of its size class, 300-1000 gets in, it was not taken up within a benchmark's run
-  // (latency 19-25 us against 13.5-15 forced). Only for uses smaller than
-  // Pace::burst_bytes, whose warm-up moves less than a pipeline warms up over: at 4 MiB, three
-  // early bursts of slower mechanisms cost a benchmark's run of ~100 gets 10-15 % of its
-  // latency. Nor for a mode whose warm-up ran at less than 1 / kWarmupBehind of the best's: the
-  // double copy's at 256 KiB with the cores near ran at 1.2-1.8 times the time of the best
-  // one's, with them far apart (where it stays slower) at 2-2.5, and early bursts of such modes
-  // cost 512 KiB ping-pongs 10 % there (interleaved, 7 pairs); they wait for their turns.
+  // A run's first uses of a pipelined mechanism are far slower than its steady speed (a
+  // ping-pong of 256 KiB gets, cores near: the double copy's warm-up at 31-34 us a get, its
+  // first pass over a 1 MiB chunk ring, against 16-19 for the split copy and 12-14 for the
+  // double copy once warm): re-measured only at the second or third turn of its size class,
+  // 300-1000 gets in, it was not taken up within a benchmark's run (latency 19-25 us against
+  // 13.5-15 forced). Only for uses smaller than Pace::burst_bytes, whose warm-up moves less
+  // than a pipeline warms up over: at 4 MiB, three early bursts of slower mechanisms cost a
+  // benchmark's run of ~100 gets 10-15 % of its latency. Nor for a mode whose warm-up ran at less
+  // than 1 / kWarmupBehind of the best's: the double copy's at 256 KiB with the cores near ran
+  // at 1.2-1.8 times the time of the best one's, with them far apart (where it stays slower) at
+  // 2-2.5, and early bursts of such modes cost 512 KiB ping-pongs 10 % there (interleaved, 7
+  // pairs); they wait for their turns.
   static constexpr double kWarmupBehind = 2.0;
   bool warmup_misleads(std::size_t bytes) const {
     return pace_.rejudge_warmup && bytes < pace_.burst_bytes;
