@@ -21,7 +21,11 @@ void barrier(const CommImpl& c) {
 
 void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
   NodeShared* ns = may_use_node_shared(Coll::bcast) ? node_shared(c) : nullptr;
-  switch (choose<BcastAlgo>(Coll::bcast, c, bytes, ns != nullptr)) {
+  auto algo = choose<BcastAlgo>(Coll::bcast, c, bytes, ns != nullptr);
+  const PathChoice path(c, algo == BcastAlgo::shm ? ns : nullptr, Coll::bcast, bytes,
+                        (root + 1) % c.size());
+  if (path.p2p()) algo = choose<BcastAlgo>(Coll::bcast, c, bytes);
+  switch (algo) {
     case BcastAlgo::binomial:
       return bcast_binomial(c, buf, bytes, root);
     case BcastAlgo::scatter_allgather:
@@ -35,8 +39,12 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
 
 void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
             Type t, Op op, int root) {
+  const std::size_t bytes = count * esize;
   NodeShared* ns = may_use_node_shared(Coll::reduce) ? node_shared(c) : nullptr;
-  switch (choose<ReduceAlgo>(Coll::reduce, c, count * esize, ns != nullptr)) {
+  auto algo = choose<ReduceAlgo>(Coll::reduce, c, bytes, ns != nullptr);
+  const PathChoice path(c, algo == ReduceAlgo::shm ? ns : nullptr, Coll::reduce, bytes, root);
+  if (path.p2p()) algo = choose<ReduceAlgo>(Coll::reduce, c, bytes);
+  switch (algo) {
     case ReduceAlgo::binomial:
       return reduce_binomial(c, in, out, count, esize, t, op, root);
     case ReduceAlgo::rabenseifner:
@@ -151,7 +159,10 @@ void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());
   NodeShared* ns = may_use_node_shared(Coll::alltoall) ? node_shared(c) : nullptr;
   if (ns && !shm_alltoall_fits(c, *ns)) ns = nullptr;
-  switch (choose<AlltoallAlgo>(Coll::alltoall, c, total, ns != nullptr)) {
+  auto algo = choose<AlltoallAlgo>(Coll::alltoall, c, total, ns != nullptr);
+  const PathChoice path(c, algo == AlltoallAlgo::shm ? ns : nullptr, Coll::alltoall, bytes, 0);
+  if (path.p2p()) algo = choose<AlltoallAlgo>(Coll::alltoall, c, total);
+  switch (algo) {
     case AlltoallAlgo::pairwise:
       return alltoall_pairwise(c, in, l, out, l);
     case AlltoallAlgo::bruck:

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,6 +108,13 @@ public:
     // streaming wins by 1.5-2x).
     for (auto& c : store_choice_)
       c = StoreChoice(store_modes, {.period = 64, .burst = 2, .favour = kCached, .margin = 0.15});
+    // The paths: a burst of 4 calls (3 timed: the first pays for what the other path left in
+    // the caches) every 64 or so; one path far behind only every 8th turn. A path known from
+    // its warm-up alone is measured again soon after it (rejudge_warmup): point-to-point's
+    // first calls are slower than its steady speed while its own copy chooser warms up (bcast
+    // of 4 MiB, two ranks: 560-790 us a call against 200-250 later).
+    for (auto& c : path_times_)
+      c = PathTimes(0b11, {.period = 64, .burst = 4, .hysteresis = 0.05, .rejudge_warmup = true});
   }
 
   static std::size_t bytes_for(int ranks, std::size_t chunk, std::size_t nchunks) {
@@ -189,6 +197,13 @@ public:
   }
   void small_reduce_consumed(const CommImpl& c, std::uint64_t b) {
     reduce_consumed_line(c.rank()).store(b, std::memory_order_release);
+  }
+
+  // ---- Path choice (PathChoice) ----
+  static constexpr int kShmPath = 0, kP2pPath = 1;
+  using PathTimes = rt::MeasuredChoice<2>;
+  PathTimes& path_times(Coll k) {
+    return path_times_[k == Coll::bcast ? 0 : k == Coll::reduce ? 1 : 2];
   }
 
   // ---- Chunked paths ----
@@ -343,6 +358,7 @@ private:
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, 6> store_choice_;
+  std::array<PathTimes, 3> path_times_;  // bcast, reduce, alltoall
   int store_mode_ = kCached;
 };
 
@@ -391,6 +407,31 @@ NodeShared* node_shared(const CommImpl& c) {
                                          ctx.params().wait_mode != rt::WaitMode::poll);
   state = ns;
   return ns.get();
+}
+
+PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider)
+    : k_(k), bytes_(bytes) {
+  if (!ns || forced(k) >= 0) return;
+  rt::Context& ctx = c.engine().context();
+  if (bytes <= ctx.params().eager_threshold || ctx.oversubscribed()) return;
+  std::uint8_t path = NodeShared::kShmPath;
+  const std::uint64_t b = ns->next_small_bcast();
+  if (c.rank() == decider) {
+    t0_ = std::chrono::steady_clock::now();
+    timed_ = ns;
+    path = static_cast<std::uint8_t>(ns->path_times(k).choose(bytes));
+    ns->small_bcast_root(c, &path, 1, b);
+  } else {
+    ns->small_bcast_receive(c, &path, 1, decider, b);
+  }
+  p2p_ = path == NodeShared::kP2pPath;
+  ++(p2p_ ? ctx.counters().coll_p2p_path : ctx.counters().coll_shm_path);
+}
+
+PathChoice::~PathChoice() {
+  if (!timed_ || std::uncaught_exceptions() > 0) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  timed_->path_times(k_).record(p2p_ ? NodeShared::kP2pPath : NodeShared::kShmPath, bytes_, s);
 }
 
 void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.next_gen()); }

@@ -6,11 +6,13 @@
 // cores at once, round by round; docs/algorithms.md).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 
 #include <rmp/rmp.hpp>
 
 #include "collectives/exchange.hpp"
+#include "collectives/select.hpp"
 #include "p2p/engine.hpp"
 
 namespace rmp::coll {
@@ -20,6 +22,35 @@ class NodeShared;
 // The communicator's node-shared state, created collectively at its first use; nullptr when
 // shared memory cannot serve it (ranks on several nodes, a single rank).
 NodeShared* node_shared(const detail::CommImpl& c);
+
+// Which path a bcast, reduce or alltoall takes when the node-shared one was selected: that one,
+// or the point-to-point algorithm the formulas pick. Above eager_threshold point-to-point moves
+// data by one copy (a rendezvous get: cross-memory attach, or owner and reader each copying a
+// part), the node-shared paths by two, through shared chunks; which is faster depends on the
+// machine (how dear a cache line moved between cores is) more than on the message. So above
+// it, ranks that have cores of their own (with ranks sharing cores every rendezvous
+// handshake waits for a switch) let one rank measure both: `decider` (the root of a reduce,
+// the rank after the root of a bcast, rank 0 of an alltoall: a rank whose call lasts until its
+// data is in) times its calls of each path (runtime/measured_choice.hpp) and tells the others
+// its choice through a small bcast before the call. Not when RMP_<COLL>_ALGO forces one.
+class PathChoice {
+public:
+  // `ns`: the communicator's node-shared state when the call selected that path, else nullptr
+  // (then nothing is chosen: p2p() is false).
+  PathChoice(const detail::CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider);
+  ~PathChoice();  // the decider's time for the call
+  PathChoice(const PathChoice&) = delete;
+  PathChoice& operator=(const PathChoice&) = delete;
+  // Whether this call takes the point-to-point algorithm instead of the node-shared path.
+  bool p2p() const { return p2p_; }
+
+private:
+  NodeShared* timed_ = nullptr;  // set at the decider
+  Coll k_;
+  std::size_t bytes_;
+  bool p2p_ = false;
+  std::chrono::steady_clock::time_point t0_{};
+};
 
 void shm_barrier(const detail::CommImpl& c, NodeShared& ns);
 // `in` == nullptr: in place. Up to 4 KiB through the flag lines, beyond in chunks.

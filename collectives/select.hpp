@@ -47,7 +47,9 @@ inline constexpr std::size_t kCollCount = 16;
 // cache-line writes and reads and by copies into and out of shared chunks, which the α–β
 // model (α and β from p2p's link_rtt_us and link_bw) cannot price, so they have no formula:
 // they are taken whenever the call can use them (a node-local communicator; for alltoall,
-// pieces of at least a cache line) unless RMP_<COLL>_ALGO forces another algorithm.
+// pieces of at least a cache line) unless RMP_<COLL>_ALGO forces another algorithm; above
+// eager_threshold a bcast, reduce or alltoall may still take the formulas' pick instead, as
+// measured (PathChoice, node_shared.hpp).
 enum class BarrierAlgo : std::uint8_t { dissemination, shm };
 enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm };
 enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner, shm };

@@ -239,8 +239,8 @@ private:
   // first pass over a 1 MiB chunk ring, against 16-19 for the split copy and 12-14 for the
   // double copy once warm): re-measured only at the second or third turn of its size class,
   // 300-1000 gets in, it was not taken up within a benchmark's run (latency 19-25 us against
-  // 13.5-15 forced). Only for uses smaller than Pace::burst_bytes, whose warm-up moves less
-  // than a pipeline warms up over: at 4 MiB, three early bursts of slower mechanisms cost a
+  // 13.5-15 forced). Only for uses smaller than Pace::burst_bytes (when set), whose warm-up moves
+  // less than a pipeline warms up over: at 4 MiB, three early bursts of slower mechanisms cost a
   // benchmark's run of ~100 gets 10-15 % of its latency. Nor for a mode whose warm-up ran at less
   // than 1 / kWarmupBehind of the best's: the double copy's at 256 KiB with the cores near ran
   // at 1.2-1.8 times the time of the best one's, with them far apart (where it stays slower) at
@@ -248,7 +248,7 @@ private:
   // pairs); they wait for their turns.
   static constexpr double kWarmupBehind = 2.0;
   bool warmup_misleads(std::size_t bytes) const {
-    return pace_.rejudge_warmup && bytes < pace_.burst_bytes;
+    return pace_.rejudge_warmup && (pace_.burst_bytes == 0 || bytes < pace_.burst_bytes);
   }
   int warmup_only(const Bucket& b, int best, std::size_t bytes) const {
     if (!warmup_misleads(bytes)) return -1;

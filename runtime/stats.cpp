@@ -37,6 +37,8 @@ constexpr CounterField kFields[] = {
     {"endpoints", &Counters::endpoints},
     {"idle_yields", &Counters::idle_yields},
     {"idle_sleeps", &Counters::idle_sleeps},
+    {"coll_shm_path", &Counters::coll_shm_path},
+    {"coll_p2p_path", &Counters::coll_p2p_path},
     {"tune_explorations", &Counters::tune_explorations},
     {"tune_moves", &Counters::tune_moves},
     {"tune_eager_above", &Counters::tune_eager_above},

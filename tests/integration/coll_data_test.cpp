@@ -4,10 +4,13 @@
 // agree on every rank. The algorithms are whatever the selection picks — the CTest variants
 // force others through RMP_<COLL>_ALGO (see CMakeLists.txt here).
 #include "harness.hpp"
+#include "runtime/stats.hpp"
 
+#include <algorithm>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -341,6 +344,59 @@ TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
           << "reduce_scatter n " << n;
       EXPECT_EQ(vout[counts[me]], -1) << "reduce_scatter wrote past its block";
     }
+}
+
+// Above eager_threshold a bcast, reduce or alltoall of a node-local communicator whose ranks
+// have cores of their own takes the node-shared path or point-to-point, as the deciding rank
+// measured them (collectives/node_shared.hpp, PathChoice); its first calls of a size take each
+// path in turn. So 24 calls of each in a row, roots rotating (every rank decides some), go
+// both ways: every result is checked, and where the choice applies (nothing forced through
+// RMP_<COLL>_ALGO, ranks ≤ cores, more than one rank) the counters must show both paths.
+TEST(CollData, PathChoice_BothPathsCarryTheData) {
+  const rmp::Comm& w = rmp::world();
+  const int p = size(), me = rank();
+  const std::size_t bytes = knobs().eager_threshold + 24;  // > eager_threshold, doubles whole
+  const std::size_t n = bytes / sizeof(double), m = bytes / sizeof(std::uint16_t);
+  const rmp::rt::Counters before = rmp::rt::counters();
+  constexpr int kCalls = 24;
+  for (int k = 0; k < kCalls; ++k) {
+    const int root = k % p;
+    const std::uint64_t s = seed(root, k, n, 11);
+    std::vector<double> buf = me == root ? make_message<double>(n, s) : std::vector<double>(n, -1);
+    w.bcast(buf.data(), n, root);
+    EXPECT_TRUE(matches(buf.data(), n, s)) << "bcast " << k << " from root " << root;
+
+    const std::uint64_t salt = 500 + static_cast<std::uint64_t>(k);
+    auto in = exact_input<double>(Op::sum, me, n, salt);
+    std::vector<double> out(n, -1);
+    w.reduce(in.data(), out.data(), n, Op::sum, root);
+    if (me == root) {
+      EXPECT_TRUE(reduced(out.data(), Op::sum, 0, p, 0, n, salt)) << "reduce " << k;
+    }
+
+    const auto pm = m * static_cast<std::size_t>(p);
+    std::vector<std::uint16_t> a2a(pm), got(pm);
+    for (int d = 0; d < p; ++d) fill(a2a.data() + d * m, m, seed(me, d, m + k, 12));
+    w.alltoall(a2a.data(), m, got.data());
+    for (int q = 0; q < p; ++q)
+      EXPECT_TRUE(matches(got.data() + q * m, m, seed(q, me, m + k, 12)))
+          << "alltoall " << k << " from " << q;
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  // Every call that chose counts once on every rank, in one of the two counters.
+  int chosen = 0;
+  for (const char* v : {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLTOALL_ALGO"})
+    chosen += std::getenv(v) ? 0 : 1;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (p < 2 || static_cast<unsigned>(p) > cores) chosen = 0;
+  const std::uint64_t shm = after.coll_shm_path - before.coll_shm_path,
+                      p2p = after.coll_p2p_path - before.coll_p2p_path;
+  EXPECT_EQ(shm + p2p, static_cast<std::uint64_t>(chosen * kCalls)) << "calls that chose a path";
+  if (chosen > 0) {
+    // Each decider's first 4 calls of a size take one path, the next 4 the other.
+    EXPECT_GE(shm, 4u) << "node-shared path never taken";
+    EXPECT_GE(p2p, 4u) << "point-to-point never taken";
+  }
 }
 
 TEST(CollData, ScanExscan_InPlace) {
