@@ -128,7 +128,11 @@ namespace {
 void allgather_with(Coll k, const CommImpl& c, const void* in, void* out, const Layout& l,
                     std::size_t total) {
   NodeShared* ns = may_use_node_shared(k) ? node_shared(c) : nullptr;
-  switch (choose<AllgatherAlgo>(k, c, total, ns != nullptr)) {
+  auto algo = choose<AllgatherAlgo>(k, c, total, ns != nullptr);
+  const PathChoice path(c, algo == AllgatherAlgo::shm ? ns : nullptr, k,
+                        total / static_cast<std::size_t>(c.size()), 0);
+  if (path.p2p()) algo = choose<AllgatherAlgo>(k, c, total);
+  switch (algo) {
     case AllgatherAlgo::recursive_doubling:
       return allgather_recursive_doubling(c, in, out, l);
     case AllgatherAlgo::bruck:

@@ -203,7 +203,16 @@ public:
   static constexpr int kShmPath = 0, kP2pPath = 1;
   using PathTimes = rt::MeasuredChoice<2>;
   PathTimes& path_times(Coll k) {
-    return path_times_[k == Coll::bcast ? 0 : k == Coll::reduce ? 1 : 2];
+    switch (k) {
+      case Coll::bcast:
+        return path_times_[0];
+      case Coll::reduce:
+        return path_times_[1];
+      case Coll::alltoall:
+        return path_times_[2];
+      default:
+        return path_times_[3];  // allgather(v)
+    }
   }
 
   // ---- Chunked paths ----
@@ -358,7 +367,7 @@ private:
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, 6> store_choice_;
-  std::array<PathTimes, 3> path_times_;  // bcast, reduce, alltoall
+  std::array<PathTimes, 4> path_times_;  // bcast, reduce, alltoall, allgather(v)
   int store_mode_ = kCached;
 };
 

@@ -346,10 +346,11 @@ TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
     }
 }
 
-// Above eager_threshold a bcast, reduce or alltoall of a node-local communicator whose ranks
-// have cores of their own takes the node-shared path or point-to-point, as the deciding rank
+// Above eager_threshold a bcast, reduce, allgather or alltoall of a node-local communicator whose
+// ranks have cores of their own takes the node-shared path or point-to-point, as the deciding rank
 // measured them (collectives/node_shared.hpp, PathChoice); its first calls of a size take each
-// path in turn. So 24 calls of each in a row, roots rotating (every rank decides some), go
+// path in turn. So 24 calls of each in a row, roots rotating (every rank decides some; half the
+// allgathers in place), go
 // both ways: every result is checked, and where the choice applies (nothing forced through
 // RMP_<COLL>_ALGO, ranks ≤ cores, more than one rank) the counters must show both paths.
 TEST(CollData, PathChoice_BothPathsCarryTheData) {
@@ -374,6 +375,18 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
       EXPECT_TRUE(reduced(out.data(), Op::sum, 0, p, 0, n, salt)) << "reduce " << k;
     }
 
+    std::vector<double> all(n * static_cast<std::size_t>(p), -1);
+    const auto mine = make_message<double>(n, seed(me, k, n, 13));
+    if (k % 2) {  // in place every other time
+      std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(me * n));
+      w.allgather(rmp::in_place<double>, n, all.data());
+    } else {
+      w.allgather(mine.data(), n, all.data());
+    }
+    for (int q = 0; q < p; ++q)
+      EXPECT_TRUE(matches(all.data() + q * n, n, seed(q, k, n, 13)))
+          << "allgather " << k << " from " << q;
+
     const auto pm = m * static_cast<std::size_t>(p);
     std::vector<std::uint16_t> a2a(pm), got(pm);
     for (int d = 0; d < p; ++d) fill(a2a.data() + d * m, m, seed(me, d, m + k, 12));
@@ -385,7 +398,8 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   const rmp::rt::Counters after = rmp::rt::counters();
   // Every call that chose counts once on every rank, in one of the two counters.
   int chosen = 0;
-  for (const char* v : {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLTOALL_ALGO"})
+  for (const char* v :
+       {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLGATHER_ALGO", "RMP_ALLTOALL_ALGO"})
     chosen += std::getenv(v) ? 0 : 1;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   if (p < 2 || static_cast<unsigned>(p) > cores) chosen = 0;
