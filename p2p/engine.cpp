@@ -120,7 +120,7 @@ RequestState* Engine::alloc() {
 [[gnu::always_inline]] inline void Engine::free_request(RequestState* r) {
   if (r->tuned) {
     r->tuned = false;
-    if (tuner_->release()) ++ctx_.counters().tune_moves;
+    tuner_->release();
   }
   r->err_msg.reset();
   r->activity.reset();
