@@ -196,6 +196,23 @@ TEST(Tuner, CostlyNeighbourAtOptimum_ExplorationBacksOff) {
   EXPECT_LE(sum / static_cast<double>(uses), 1.05);
 }
 
+// A neighbour far worse (3 x or more: eager sends of 256 KiB in a ping-pong, ~6 x) backs
+// off to the longest period after its first burst, not one doubling per burst: a benchmark's
+// few hundred messages then pay for one burst of it, not three.
+TEST(Tuner, FarWorseNeighbour_BacksOffAtOnce) {
+  HillTuner t({2, 1, 1});
+  const std::size_t bucket = HillTuner::bucket_of(256 * 1024);
+  const Setting rndv{0, 0, 0};
+  t.enable(bucket, rndv);
+  for (std::uint64_t i = 0; i < 8 * HillTuner::kExplorePeriod; ++i) {
+    const HillTuner::Choice c = t.choose(bucket);
+    t.observe(bucket, c.setting, c.setting == rndv ? 1.0 : 6.0);
+  }
+  EXPECT_EQ(t.explorations(), 1u) << "bursts";
+  EXPECT_EQ(t.explore_period(bucket),
+            std::uint64_t{HillTuner::kExplorePeriod} << HillTuner::kMaxBackoff);
+}
+
 // A move resets the period: once the optimum shifts (here: rendezvous becomes 3 x cheaper
 // after the tuner backed off), the tuner still finds it within the backed-off period's windows.
 TEST(Tuner, BackedOff_StillFollowsAShiftedOptimum) {
