@@ -49,6 +49,11 @@ constexpr std::size_t kSetupBytes = 64;
 // process_vm_readv kGetRepeats times after an untimed first read.
 constexpr std::size_t kGetBytes = 64 * 1024;
 constexpr int kGetRepeats = 4;
+// Tries of the pair's measurement, each within the budget: a try that a descheduled vCPU cut
+// short is tried again (seen on a VM where the pair measures in ~150 us: one run in three or
+// so ran out of 500 us, and the job then ran on declared figures, eager_threshold 60000
+// instead of ~10-20 KB measured).
+constexpr int kPairTries = 3;
 constexpr auto kShareTimeout = std::chrono::seconds(120);
 
 enum State : std::uint32_t { kWaiting = 0, kJoined = 1, kAbandoned = 2, kDone = 3 };
@@ -131,11 +136,11 @@ double measure_get_setup_us(bool cma) {
 // The owner's side once the partner joined: round trips of a shared line, the pipelined copy
 // with cached stores, (with cross-memory attach) the single copy, then (when the transport may
 // use them) the pipelined copy with streaming stores. Returns false when the deadline passed
-// before the last of the first three.
+// before the last of the first three. Counters continue from an earlier try's.
 bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streaming,
                   std::span<std::byte> dst, LinkFigures& f) {
   std::vector<double> batches;
-  std::uint64_t seq = 0;
+  std::uint64_t seq = s->ping.load(std::memory_order_relaxed);  // written by this side only
   for (int b = 0; b < kRttBatches; ++b) {
     const Clock::time_point t0 = Clock::now();
     for (int t = 0; t < kTripsPerBatch; ++t) {
@@ -157,7 +162,7 @@ bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streamin
   // streaming stores moved 15. A streaming pass cut short by the deadline leaves the cached
   // figure.
   std::vector<std::byte> src(kChunk, std::byte{7});
-  std::uint64_t next = 0;  // chunks produced so far, both passes
+  std::uint64_t next = s->produced.load(std::memory_order_relaxed);  // chunks produced so far
   auto pipelined = [&](bool streamed) -> double {
     const std::uint64_t first = next;
     Clock::time_point start{};
@@ -192,8 +197,9 @@ bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streamin
   // (the first read is not timed).
   double single = 0;
   if (cma) {
-    s->fill_req.store(1, std::memory_order_release);
-    while (s->filled.load(std::memory_order_acquire) != 1) {
+    const std::uint64_t req = s->fill_req.load(std::memory_order_relaxed) + 1;
+    s->fill_req.store(req, std::memory_order_release);
+    while (s->filled.load(std::memory_order_acquire) != req) {
       cpu_relax();
       if (Clock::now() > deadline) return false;
     }
@@ -251,12 +257,15 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
     return finish("local rank 1 did not arrive within " +
                   std::to_string(opt.arrival_wait.count() / 1000) + " ms");
 
-  const bool ok = measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0,
-                               opt.streaming, get_dst, f);
+  bool ok = false;
+  for (int t = 0; t < kPairTries && !ok; ++t)
+    ok = measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0, opt.streaming,
+                      get_dst, f);
   s->state.store(ok ? kDone : kAbandoned, std::memory_order_release);
   if (!ok)
     return finish("local rank 1 was not scheduled within the " +
-                  std::to_string(opt.budget.count()) + " us measurement budget");
+                  std::to_string(opt.budget.count()) + " us measurement budget (" +
+                  std::to_string(kPairTries) + " tries)");
   c.figures = f;
   return finish("");
 }
@@ -279,7 +288,8 @@ void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& 
   if (!s->state.compare_exchange_strong(expected, kJoined)) return;
   // The owner may still be asleep in its arrival wait: until its first ping, yield the core
   // to it rather than spin against it.
-  const Clock::time_point deadline = Clock::now() + opt.arrival_wait + 2 * opt.budget;
+  const Clock::time_point deadline =
+      Clock::now() + opt.arrival_wait + (kPairTries + 1) * opt.budget;
   std::vector<std::byte> dst(kChunk);
   std::uint64_t answered = 0, consumed = 0, filled = 0;
   for (std::uint32_t polls = 0; s->state.load(std::memory_order_acquire) == kJoined; ++polls) {

@@ -21,7 +21,8 @@ struct ShmCalibrationOptions {
   // pipelined copy is timed both ways and the faster counts.
   bool streaming = true;
   // How long the measuring ranks wait for each other to arrive, and the measurement's own
-  // budget once both are there. Past either, the job runs on declared figures.
+  // budget once both are there (a measurement cut short is tried again, three tries in all).
+  // Past the wait or the last try, the job runs on declared figures.
   std::chrono::microseconds arrival_wait{20000};
   std::chrono::microseconds budget{500};
 };
