@@ -166,6 +166,7 @@ void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   auto algo = choose<AlltoallAlgo>(Coll::alltoall, c, total, ns != nullptr);
   const PathChoice path(c, algo == AlltoallAlgo::shm ? ns : nullptr, Coll::alltoall, bytes, 0);
   if (path.p2p()) algo = choose<AlltoallAlgo>(Coll::alltoall, c, total);
+  if (path.direct()) algo = AlltoallAlgo::shm_direct;
   switch (algo) {
     case AlltoallAlgo::pairwise:
       return alltoall_pairwise(c, in, l, out, l);
@@ -173,6 +174,8 @@ void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
       return alltoall_bruck(c, in, l, out, l, true);
     case AlltoallAlgo::shm:
       return shm_alltoall(c, *ns, in, out, bytes);
+    case AlltoallAlgo::shm_direct:
+      return shm_alltoall_direct(c, *ns, in, out, bytes);
   }
 }
 
@@ -185,6 +188,7 @@ void alltoallv(const CommImpl& c, const void* in, sizes scounts, sizes sdispls, 
     case AlltoallAlgo::bruck:
       return alltoall_bruck(c, in, sl, out, rl, false);
     case AlltoallAlgo::shm:  // not in alltoallv's table: its block sizes are not known to all
+    case AlltoallAlgo::shm_direct:
       break;
   }
 }

@@ -18,6 +18,10 @@
 #include "runtime/measured_choice.hpp"
 #include "runtime/node_segment.hpp"
 
+#include <unistd.h>
+#include <bit>
+#include <cerrno>
+
 namespace rmp::coll {
 namespace {
 
@@ -49,7 +53,10 @@ static_assert(sizeof(FlagLine) == kLine);
 // slots and the small-reduce slots.
 constexpr std::size_t kSmallStride =
     4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot + kReduceSlots * kReduceSlot;
-static_assert(9 * sizeof(FlagLine) <= 4096);
+// Then the lines of the direct alltoall: a rank's pid, the address of a word of its memory
+// for the probe (NodeShared::probe_direct), the probe's outcome, and where its input is.
+constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12;
+static_assert((kSourceLine + 1) * sizeof(FlagLine) <= 4096);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -91,9 +98,11 @@ public:
   using Clock = std::chrono::steady_clock;
 
   // `track_cpus`: ranks outnumber cores, so waits ask where the awaited ranks run
-  // (where_awaited), and arrivals publish where this one runs.
+  // (where_awaited), and arrivals publish where this one runs. `p2p_paths`: calls may take
+  // point-to-point instead of the node-shared path, as measured (PathChoice: not when ranks
+  // share cores).
   NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks,
-             unsigned store_modes, bool track_cpus)
+             unsigned store_modes, bool track_cpus, bool p2p_paths)
       : seg_(std::move(seg)),
         chunk_(chunk),
         nchunks_(nchunks),
@@ -113,8 +122,9 @@ public:
     // its warm-up alone is measured again soon after it (rejudge_warmup): point-to-point's
     // first calls are slower than its steady speed while its own copy chooser warms up (bcast
     // of 4 MiB, two ranks: 560-790 us a call against 200-250 later).
-    for (auto& c : path_times_)
-      c = PathTimes(0b11, {.period = 64, .burst = 4, .hysteresis = 0.05, .rejudge_warmup = true});
+    path_enabled_.fill(p2p_paths ? 1u << kShmPath | 1u << kP2pPath : 1u << kShmPath);
+    for (std::size_t i = 0; i < path_times_.size(); ++i)
+      path_times_[i] = PathTimes(path_enabled_[i], path_pace());
   }
 
   static std::size_t bytes_for(int ranks, std::size_t chunk, std::size_t nchunks) {
@@ -200,19 +210,69 @@ public:
   }
 
   // ---- Path choice (PathChoice) ----
-  static constexpr int kShmPath = 0, kP2pPath = 1;
-  using PathTimes = rt::MeasuredChoice<2>;
-  PathTimes& path_times(Coll k) {
+  static constexpr int kShmPath = 0, kP2pPath = 1, kDirectPath = 2;
+  using PathTimes = rt::MeasuredChoice<3>;
+  // The paths open to a call of k (bit m for path m): a choice needs two.
+  unsigned paths(Coll k) { return path_enabled_[path_index(k)]; }
+  PathTimes& path_times(Coll k) { return path_times_[path_index(k)]; }
+  static std::size_t path_index(Coll k) {
     switch (k) {
       case Coll::bcast:
-        return path_times_[0];
+        return 0;
       case Coll::reduce:
-        return path_times_[1];
+        return 1;
       case Coll::alltoall:
-        return path_times_[2];
+        return 2;
       default:
-        return path_times_[3];  // allgather(v)
+        return 3;  // allgather(v)
     }
+  }
+
+  // ---- The direct alltoall (shm_alltoall_direct) ----
+  bool direct_ok() const { return direct_ok_; }
+  void set_source(const CommImpl& c, const void* in) {
+    line(c.rank(), kSourceLine)
+        .gen.store(reinterpret_cast<std::uint64_t>(in), std::memory_order_relaxed);
+  }
+  const void* source(int rank) {
+    return reinterpret_cast<const void*>(
+        line(rank, kSourceLine).gen.load(std::memory_order_relaxed));
+  }
+  // Copies n bytes at `remote` in rank `rank`'s process to `local`.
+  void read_direct(int rank, const void* remote, void* local, std::size_t n) {
+    const int pid = static_cast<int>(line(rank, kPidLine).gen.load(std::memory_order_relaxed));
+    if (const int err = rt::read_member_memory(pid, remote, local, n))
+      throw Error(Errc::transport, "alltoall: cross-memory attach from rank " +
+                                       std::to_string(rank) + " failed: " + std::strerror(err));
+  }
+  // Collective, once, right after construction: every member publishes its pid and reads a
+  // word of the next member's memory with cross-memory attach. The direct alltoall is open
+  // only when `allowed` (RMP_SHM_CMA) and every member's read worked (ptrace rules may forbid
+  // it); then the alltoall's path choice has it too.
+  void probe_direct(const CommImpl& c, bool allowed) {
+    const int n = c.size(), r = c.rank();
+    probe_word_ = kProbeMagic;
+    line(r, kPidLine).gen.store(static_cast<std::uint64_t>(::getpid()), std::memory_order_relaxed);
+    line(r, kProbeLine)
+        .gen.store(reinterpret_cast<std::uint64_t>(&probe_word_), std::memory_order_relaxed);
+    arrive_and_wait(c, next_gen());
+    bool ok = allowed;
+    if (ok) {
+      const int q = (r + 1) % n;
+      std::uint64_t v = 0;
+      const auto* remote =
+          reinterpret_cast<const void*>(line(q, kProbeLine).gen.load(std::memory_order_relaxed));
+      const auto pid = static_cast<int>(line(q, kPidLine).gen.load(std::memory_order_relaxed));
+      ok = rt::read_member_memory(pid, remote, &v, sizeof v) == 0 && v == kProbeMagic;
+    }
+    line(r, kProbeResultLine).gen.store(ok ? 1 : 2, std::memory_order_relaxed);
+    arrive_and_wait(c, next_gen());
+    for (int q = 0; q < n; ++q)
+      if (line(q, kProbeResultLine).gen.load(std::memory_order_relaxed) != 1) return;
+    direct_ok_ = true;
+    const std::size_t a = path_index(Coll::alltoall);
+    path_enabled_[a] |= 1u << kDirectPath;
+    path_times_[a] = PathTimes(path_enabled_[a], path_pace());
   }
 
   // ---- Chunked paths ----
@@ -368,6 +428,18 @@ private:
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, 6> store_choice_;
   std::array<PathTimes, 4> path_times_;  // bcast, reduce, alltoall, allgather(v)
+  std::array<unsigned, 4> path_enabled_{};
+  bool direct_ok_ = false;
+  std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
+  static constexpr std::uint64_t kProbeMagic = 0x726d70'64697265ULL;
+  // A burst of 4 calls (3 timed: the first pays for what the other path left in the caches)
+  // every 64 or so; one path far behind only every 8th turn. A path known from its warm-up
+  // alone is measured again soon after it (rejudge_warmup): point-to-point's first calls are
+  // slower than its steady speed while its own copy chooser warms up (bcast of 4 MiB, two
+  // ranks: 560-790 us a call against 200-250 later).
+  static PathTimes::Pace path_pace() {
+    return {.period = 64, .burst = 4, .hysteresis = 0.05, .rejudge_warmup = true};
+  }
   int store_mode_ = kCached;
 };
 
@@ -413,16 +485,18 @@ NodeShared* node_shared(const CommImpl& c) {
                                : store == rt::CollStore::streaming ? 1u << NodeShared::kStreaming
                                                                    : 0b11u;
   auto ns = std::make_shared<NodeShared>(std::move(seg), chunk, nchunks, store_modes,
-                                         ctx.params().wait_mode != rt::WaitMode::poll);
+                                         ctx.params().wait_mode != rt::WaitMode::poll,
+                                         !ctx.oversubscribed());
+  ns->probe_direct(c, ctx.settings().shm_cma);
   state = ns;
   return ns.get();
 }
 
 PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider)
     : k_(k), bytes_(bytes) {
-  if (!ns || forced(k) >= 0) return;
+  if (!ns || forced(k) >= 0 || std::popcount(ns->paths(k)) < 2) return;
   rt::Context& ctx = c.engine().context();
-  if (bytes <= ctx.params().eager_threshold || ctx.oversubscribed()) return;
+  if (bytes <= ctx.params().eager_threshold) return;
   std::uint8_t path = NodeShared::kShmPath;
   const std::uint64_t b = ns->next_small_bcast();
   if (c.rank() == decider) {
@@ -433,14 +507,17 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   } else {
     ns->small_bcast_receive(c, &path, 1, decider, b);
   }
-  p2p_ = path == NodeShared::kP2pPath;
-  ++(p2p_ ? ctx.counters().coll_p2p_path : ctx.counters().coll_shm_path);
+  path_ = path;
+  rt::Counters& n = ctx.counters();
+  ++(path == NodeShared::kP2pPath      ? n.coll_p2p_path
+     : path == NodeShared::kDirectPath ? n.coll_direct_path
+                                       : n.coll_shm_path);
 }
 
 PathChoice::~PathChoice() {
   if (!timed_ || std::uncaught_exceptions() > 0) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  timed_->path_times(k_).record(p2p_ ? NodeShared::kP2pPath : NodeShared::kShmPath, bytes_, s);
+  timed_->path_times(k_).record(path_, bytes_, s);
 }
 
 void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.next_gen()); }
@@ -756,6 +833,30 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
       if (q != r) copy_bytes(at(out, q * bytes + first), ns.chunk_of(q, round) + r * s, len);
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
+}
+
+void shm_alltoall_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                         std::size_t bytes) {
+  if (!ns.direct_ok()) return shm_alltoall(c, ns, in, out, bytes);
+  const int n = c.size(), r = c.rank();
+  // One round: every rank publishes its input's address (null in place) and waits for all.
+  const std::uint64_t round = ns.next_round();
+  ns.wait_chunk_free(c, round);
+  ns.set_source(c, in);
+  ns.set_mark(c, NodeShared::mark(round, 1));
+  ns.wait_mark(c, NodeShared::mark(round, 1));
+  bool everyone = true;  // every rank's input is readable: the same answer on every rank
+  for (int q = 0; q < n; ++q) everyone = everyone && ns.source(q) != nullptr;
+  if (everyone) {
+    copy_bytes(at(out, r * bytes), at(in, r * bytes), bytes);
+    for (int q = 1; q < n; ++q) {  // from r + 1 on, so that not all read one rank at once
+      const int from = (r + q) % n;
+      ns.read_direct(from, at(ns.source(from), r * bytes), at(out, from * bytes), bytes);
+    }
+  }
+  ns.set_mark(c, NodeShared::mark(round, 3));
+  if (!everyone) return shm_alltoall(c, ns, in, out, bytes);
+  ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's input
 }
 
 }  // namespace rmp::coll

@@ -43,13 +43,15 @@ public:
   PathChoice(const PathChoice&) = delete;
   PathChoice& operator=(const PathChoice&) = delete;
   // Whether this call takes the point-to-point algorithm instead of the node-shared path.
-  bool p2p() const { return p2p_; }
+  bool p2p() const { return path_ == 1; }
+  // Whether an alltoall takes the direct node-shared path (shm_alltoall_direct).
+  bool direct() const { return path_ == 2; }
 
 private:
   NodeShared* timed_ = nullptr;  // set at the decider
   Coll k_;
   std::size_t bytes_;
-  bool p2p_ = false;
+  int path_ = 0;  // NodeShared::kShmPath, kP2pPath or kDirectPath
   std::chrono::steady_clock::time_point t0_{};
 };
 
@@ -80,5 +82,11 @@ void shm_allgather(const detail::CommImpl& c, NodeShared& ns, const void* in, vo
 bool shm_alltoall_fits(const detail::CommImpl& c, const NodeShared& ns);
 void shm_alltoall(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                   std::size_t bytes);
+// The same, each rank reading its blocks straight from the others' inputs with cross-memory
+// attach (one copy instead of two through the chunks): every rank publishes where its input
+// is, reads, and leaves once all have read its own. In place anywhere, or where cross-memory
+// attach does not work between the members, it is shm_alltoall (decided alike on every rank).
+void shm_alltoall_direct(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                         std::size_t bytes);
 
 }  // namespace rmp::coll

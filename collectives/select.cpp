@@ -168,8 +168,10 @@ constexpr Algorithm kAllgather[] = {{"recursive_doubling", t_allgather_recursive
                                     {"bruck", t_allgather_bruck},
                                     {"ring", t_allgather_ring},
                                     {"shm", nullptr}};
-constexpr Algorithm kAlltoall[] = {
-    {"pairwise", t_alltoall_pairwise}, {"bruck", t_alltoall_bruck}, {"shm", nullptr}};
+constexpr Algorithm kAlltoall[] = {{"pairwise", t_alltoall_pairwise},
+                                   {"bruck", t_alltoall_bruck},
+                                   {"shm", nullptr},
+                                   {"shm_direct", nullptr}};
 constexpr Algorithm kAlltoallV[] = {{"pairwise", t_alltoall_pairwise},
                                     {"bruck", t_alltoallv_bruck}};
 constexpr Algorithm kReduceScatter[] = {{"recursive_halving", t_reduce_scatter_recursive_halving},
@@ -368,16 +370,16 @@ int forced(Coll k) {
 void reload_forced_algorithms() { forced_table() = load_forced(); }
 
 bool may_use_node_shared(Coll k) {
-  const int ns = node_shared_algo(k);
-  if (ns < 0) return false;
+  if (node_shared_algo(k) < 0) return false;
   const int f = forced(k);
-  return f < 0 || f == ns;
+  return f < 0 || !entry(k).algos[static_cast<std::size_t>(f)].time;
 }
 
 int select(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared) {
   const int f = forced(k);
   const int ns = node_shared_algo(k);
-  if (f >= 0 && (node_shared || f != ns)) return f;
+  // A forced node-shared algorithm (no formula) that this call cannot use: the formulas.
+  if (f >= 0 && (node_shared || entry(k).algos[static_cast<std::size_t>(f)].time)) return f;
   // The node-shared path is taken whenever the call can use it: no costs to weigh. (Building
   // the cost model first was ~120 of the ~200 instructions a node-shared barrier spent
   // choosing, callgrind.)

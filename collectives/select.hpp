@@ -56,7 +56,9 @@ enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner, shm };
 enum class AllreduceAlgo : std::uint8_t { recursive_doubling, rabenseifner, ring, shm };
 enum class RootedAlgo : std::uint8_t { binomial, linear };  // gather(v), scatter(v)
 enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring, shm };
-enum class AlltoallAlgo : std::uint8_t { pairwise, bruck, shm };  // shm: alltoall only
+// shm, shm_direct: alltoall only. shm_direct: the others read each rank's blocks straight from
+// its input with cross-memory attach (node_shared.hpp), one copy instead of two.
+enum class AlltoallAlgo : std::uint8_t { pairwise, bruck, shm, shm_direct };
 enum class ReduceScatterAlgo : std::uint8_t { recursive_halving, ring, shm };
 enum class ScanAlgo : std::uint8_t { recursive_doubling, chain };
 

@@ -34,4 +34,9 @@ private:
   std::size_t size_ = 0;
 };
 
+// Cross-memory attach between members of one node (process_vm_readv; the caller honours
+// RMP_SHM_CMA): copies n bytes at `remote`, an address in process `pid`, to `local`. Returns 0,
+// or the errno that stopped it (EPERM where ptrace rules forbid it).
+int read_member_memory(int pid, const void* remote, void* local, std::size_t n);
+
 }  // namespace rmp::rt

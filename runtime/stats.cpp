@@ -39,6 +39,7 @@ constexpr CounterField kFields[] = {
     {"idle_sleeps", &Counters::idle_sleeps},
     {"coll_shm_path", &Counters::coll_shm_path},
     {"coll_p2p_path", &Counters::coll_p2p_path},
+    {"coll_direct_path", &Counters::coll_direct_path},
     {"tune_explorations", &Counters::tune_explorations},
     {"tune_moves", &Counters::tune_moves},
     {"tune_eager_above", &Counters::tune_eager_above},

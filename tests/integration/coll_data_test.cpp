@@ -396,20 +396,34 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
           << "alltoall " << k << " from " << q;
   }
   const rmp::rt::Counters after = rmp::rt::counters();
-  // Every call that chose counts once on every rank, in one of the two counters.
-  int chosen = 0;
+  // Every call that chose counts once on every rank, in one of the three counters. With
+  // ranks sharing cores only an alltoall chooses (node-shared through the chunks, or direct
+  // where cross-memory attach works between the ranks), and never point-to-point.
+  int unforced = 0;
   for (const char* v :
        {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLGATHER_ALGO", "RMP_ALLTOALL_ALGO"})
-    chosen += std::getenv(v) ? 0 : 1;
+    unforced += std::getenv(v) ? 0 : 1;
+  const bool alltoall_unforced = std::getenv("RMP_ALLTOALL_ALGO") == nullptr;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (p < 2 || static_cast<unsigned>(p) > cores) chosen = 0;
+  const bool shared_cores = static_cast<unsigned>(p) > cores;
   const std::uint64_t shm = after.coll_shm_path - before.coll_shm_path,
-                      p2p = after.coll_p2p_path - before.coll_p2p_path;
-  EXPECT_EQ(shm + p2p, static_cast<std::uint64_t>(chosen * kCalls)) << "calls that chose a path";
-  if (chosen > 0) {
-    // Each decider's first 4 calls of a size take one path, the next 4 the other.
-    EXPECT_GE(shm, 4u) << "node-shared path never taken";
-    EXPECT_GE(p2p, 4u) << "point-to-point never taken";
+                      p2p = after.coll_p2p_path - before.coll_p2p_path,
+                      direct = after.coll_direct_path - before.coll_direct_path;
+  const std::uint64_t calls = static_cast<std::uint64_t>(kCalls);
+  if (p < 2) {
+    EXPECT_EQ(shm + p2p + direct, 0u) << "a path chosen on one rank";
+  } else if (!shared_cores) {
+    EXPECT_EQ(shm + p2p + direct, static_cast<std::uint64_t>(unforced) * calls)
+        << "calls that chose a path";
+    if (unforced > 0) {
+      // Each decider's first 4 calls of a size take one path, the next 4 another.
+      EXPECT_GE(shm, 4u) << "node-shared path never taken";
+      EXPECT_GE(p2p, 4u) << "point-to-point never taken";
+    }
+  } else {
+    EXPECT_EQ(p2p, 0u) << "point-to-point chosen with ranks sharing cores";
+    const std::uint64_t total = shm + direct;
+    EXPECT_TRUE(total == 0 || (alltoall_unforced && total == calls)) << total << " calls chose";
   }
 }
 

@@ -142,11 +142,11 @@ TEST(CollSelect, EveryFormula_FiniteAndGrowingWithSize) {
     const auto names = coll::algo_names(k);
     ASSERT_FALSE(names.empty());
     for (std::size_t a = 0; a < names.size(); ++a) {
-      if (static_cast<int>(a) == coll::node_shared_algo(k)) {
-        EXPECT_EQ(names[a], "shm");
+      if (names[a].starts_with("shm")) {  // the node-shared paths (shm, shm_direct)
         EXPECT_TRUE(std::isnan(coll::predicted_time(k, static_cast<int>(a), m, 4, 100)));
         continue;
       }
+      EXPECT_NE(static_cast<int>(a), coll::node_shared_algo(k)) << names[a];
       for (int p : {1, 2, 3, 4, 7, 8, 64, 1000}) {
         double last = -1;
         for (double n : {0.0, 1.0, 1e3, 1e6, 1e9}) {
@@ -180,6 +180,11 @@ TEST(CollSelect, NodeShared_TakenWhenAvailableUnlessAnotherIsForced) {
   }
   ScopedEnv force("RMP_ALLREDUCE_ALGO", "shm");
   EXPECT_TRUE(coll::may_use_node_shared(Coll::allreduce));
+  // The direct alltoall is node-shared too: forced, the segment is made; the cheapest of the
+  // formulas is still the plain one.
+  EXPECT_EQ(coll::cheapest(Coll::alltoall, m, 4, 1 << 20, true), idx(coll::AlltoallAlgo::shm));
+  ScopedEnv direct("RMP_ALLTOALL_ALGO", "shm_direct");
+  EXPECT_TRUE(coll::may_use_node_shared(Coll::alltoall));
 }
 
 TEST(CollSelect, ForcedByEnvironment_EveryNameOfEveryCollective) {
