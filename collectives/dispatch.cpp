@@ -25,6 +25,7 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
   const PathChoice path(c, algo == BcastAlgo::shm ? ns : nullptr, Coll::bcast, bytes,
                         (root + 1) % c.size());
   if (path.p2p()) algo = choose<BcastAlgo>(Coll::bcast, c, bytes);
+  if (path.direct()) algo = BcastAlgo::shm_direct;
   switch (algo) {
     case BcastAlgo::binomial:
       return bcast_binomial(c, buf, bytes, root);
@@ -34,6 +35,8 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
       return bcast_pipeline(c, buf, bytes, root);
     case BcastAlgo::shm:
       return shm_bcast(c, *ns, buf, bytes, root);
+    case BcastAlgo::shm_direct:
+      return shm_bcast_direct(c, *ns, buf, bytes, root);
   }
 }
 
@@ -42,7 +45,12 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
   const std::size_t bytes = count * esize;
   NodeShared* ns = may_use_node_shared(Coll::reduce) ? node_shared(c) : nullptr;
   auto algo = choose<ReduceAlgo>(Coll::reduce, c, bytes, ns != nullptr);
-  const PathChoice path(c, algo == ReduceAlgo::shm ? ns : nullptr, Coll::reduce, bytes, root);
+  // Floating sums and products are not associative: the node-shared reduce and the tree
+  // algorithms combine in different orders, so choosing between them by measurement would
+  // let two equal calls return different bits. Exact types only.
+  const bool exact = t != Type::f32 && t != Type::f64 && t != Type::c32 && t != Type::c64;
+  const PathChoice path(c, algo == ReduceAlgo::shm && exact ? ns : nullptr, Coll::reduce, bytes,
+                        root);
   if (path.p2p()) algo = choose<ReduceAlgo>(Coll::reduce, c, bytes);
   switch (algo) {
     case ReduceAlgo::binomial:

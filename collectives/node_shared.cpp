@@ -53,7 +53,7 @@ static_assert(sizeof(FlagLine) == kLine);
 // slots and the small-reduce slots.
 constexpr std::size_t kSmallStride =
     4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot + kReduceSlots * kReduceSlot;
-// Then the lines of the direct alltoall: a rank's pid, the address of a word of its memory
+// Then the lines of the direct paths: a rank's pid, the address of a word of its memory
 // for the probe (NodeShared::probe_direct), the probe's outcome, and where its input is.
 constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12;
 static_assert((kSourceLine + 1) * sizeof(FlagLine) <= 4096);
@@ -228,7 +228,7 @@ public:
     }
   }
 
-  // ---- The direct alltoall (shm_alltoall_direct) ----
+  // ---- The direct paths (shm_bcast_direct, shm_alltoall_direct) ----
   bool direct_ok() const { return direct_ok_; }
   void set_source(const CommImpl& c, const void* in) {
     line(c.rank(), kSourceLine)
@@ -242,13 +242,13 @@ public:
   void read_direct(int rank, const void* remote, void* local, std::size_t n) {
     const int pid = static_cast<int>(line(rank, kPidLine).gen.load(std::memory_order_relaxed));
     if (const int err = rt::read_member_memory(pid, remote, local, n))
-      throw Error(Errc::transport, "alltoall: cross-memory attach from rank " +
+      throw Error(Errc::transport, "collectives: cross-memory attach from rank " +
                                        std::to_string(rank) + " failed: " + std::strerror(err));
   }
   // Collective, once, right after construction: every member publishes its pid and reads a
-  // word of the next member's memory with cross-memory attach. The direct alltoall is open
+  // word of the next member's memory with cross-memory attach. The direct paths are open
   // only when `allowed` (RMP_SHM_CMA) and every member's read worked (ptrace rules may forbid
-  // it); then the alltoall's path choice has it too.
+  // it); then the path choices of bcast and alltoall have them too.
   void probe_direct(const CommImpl& c, bool allowed) {
     const int n = c.size(), r = c.rank();
     probe_word_ = kProbeMagic;
@@ -270,9 +270,11 @@ public:
     for (int q = 0; q < n; ++q)
       if (line(q, kProbeResultLine).gen.load(std::memory_order_relaxed) != 1) return;
     direct_ok_ = true;
-    const std::size_t a = path_index(Coll::alltoall);
-    path_enabled_[a] |= 1u << kDirectPath;
-    path_times_[a] = PathTimes(path_enabled_[a], path_pace());
+    for (const Coll k : {Coll::bcast, Coll::alltoall}) {
+      const std::size_t a = path_index(k);
+      path_enabled_[a] |= 1u << kDirectPath;
+      path_times_[a] = PathTimes(path_enabled_[a], path_pace());
+    }
   }
 
   // ---- Chunked paths ----
@@ -502,6 +504,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   if (c.rank() == decider) {
     t0_ = std::chrono::steady_clock::now();
     timed_ = ns;
+    unwinding_ = std::uncaught_exceptions();
     path = static_cast<std::uint8_t>(ns->path_times(k).choose(bytes));
     ns->small_bcast_root(c, &path, 1, b);
   } else {
@@ -515,7 +518,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
 }
 
 PathChoice::~PathChoice() {
-  if (!timed_ || std::uncaught_exceptions() > 0) return;
+  if (!timed_ || std::uncaught_exceptions() > unwinding_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   timed_->path_times(k_).record(path_, bytes_, s);
 }
@@ -831,6 +834,22 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
     ns.wait_mark(c, NodeShared::mark(round, 1));
     for (int q = 0; q < n; ++q)
       if (q != r) copy_bytes(at(out, q * bytes + first), ns.chunk_of(q, round) + r * s, len);
+    ns.set_mark(c, NodeShared::mark(round, 3));
+  }
+}
+
+void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {
+  if (!ns.direct_ok()) return shm_bcast(c, ns, buf, bytes, root);
+  // One round: the root publishes its buffer's address; the others read it and say so.
+  const std::uint64_t round = ns.next_round();
+  if (c.rank() == root) {
+    ns.wait_chunk_free(c, round);
+    ns.set_source(c, buf);
+    ns.set_mark(c, NodeShared::mark(round, 3));   // its own part: nothing to read
+    ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read its buffer
+  } else {
+    ns.wait_mark(c, NodeShared::mark(round, 3), root);
+    ns.read_direct(root, ns.source(root), buf, bytes);
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
 }

@@ -23,8 +23,8 @@ class NodeShared;
 // shared memory cannot serve it (ranks on several nodes, a single rank).
 NodeShared* node_shared(const detail::CommImpl& c);
 
-// Which path a bcast, reduce, allgather(v) or alltoall takes when the node-shared one was
-// selected: that one,
+// Which path a bcast, reduce (of exact types), allgather(v) or alltoall takes when the node-
+// shared one was selected: that one,
 // or the point-to-point algorithm the formulas pick. Above eager_threshold point-to-point moves
 // data by one copy (a rendezvous get: cross-memory attach, or owner and reader each copying a
 // part), the node-shared paths by two, through shared chunks; which is faster depends on the
@@ -52,6 +52,7 @@ private:
   Coll k_;
   std::size_t bytes_;
   int path_ = 0;  // NodeShared::kShmPath, kP2pPath or kDirectPath
+  int unwinding_ = 0;  // std::uncaught_exceptions() at construction
   std::chrono::steady_clock::time_point t0_{};
 };
 
@@ -69,6 +70,11 @@ void shm_allreduce_compressed(const detail::CommImpl& c, NodeShared& ns, const v
 void shm_reduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                 std::size_t count, std::size_t esize, detail::Type t, Op op, int root);
 void shm_bcast(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root);
+// The same, the others reading straight from the root's buffer with cross-memory attach (one
+// copy instead of two through the root's chunks); the root leaves once all have read. Where
+// cross-memory attach does not work between the members, shm_bcast.
+void shm_bcast_direct(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes,
+                      int root);
 // reduce_scatter(_block): block q (counts[q] elements) of the reduction to rank q; `in` ==
 // nullptr: in place (the input in `out`).
 void shm_reduce_scatter(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,

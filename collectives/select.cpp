@@ -154,7 +154,8 @@ constexpr Algorithm kBarrier[] = {{"dissemination", t_barrier_dissemination}, {"
 constexpr Algorithm kBcast[] = {{"binomial", t_bcast_binomial},
                                 {"scatter_allgather", t_bcast_scatter_allgather},
                                 {"pipeline", t_bcast_pipeline},
-                                {"shm", nullptr}};
+                                {"shm", nullptr},
+                                {"shm_direct", nullptr}};
 constexpr Algorithm kReduce[] = {{"binomial", t_reduce_binomial},
                                  {"rabenseifner", t_reduce_rabenseifner},
                                  {"shm", nullptr}};

@@ -51,13 +51,13 @@ inline constexpr std::size_t kCollCount = 16;
 // eager_threshold a bcast, reduce, allgather(v) or alltoall may still take the formulas' pick
 // instead, as measured (PathChoice, node_shared.hpp).
 enum class BarrierAlgo : std::uint8_t { dissemination, shm };
-enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm };
+enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm, shm_direct };
 enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner, shm };
 enum class AllreduceAlgo : std::uint8_t { recursive_doubling, rabenseifner, ring, shm };
 enum class RootedAlgo : std::uint8_t { binomial, linear };  // gather(v), scatter(v)
 enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring, shm };
-// shm, shm_direct: alltoall only. shm_direct: the others read each rank's blocks straight from
-// its input with cross-memory attach (node_shared.hpp), one copy instead of two.
+// shm_direct (bcast, alltoall): the others read straight from the root's buffer or from each
+// rank's input with cross-memory attach (node_shared.hpp), one copy instead of two.
 enum class AlltoallAlgo : std::uint8_t { pairwise, bruck, shm, shm_direct };
 enum class ReduceScatterAlgo : std::uint8_t { recursive_halving, ring, shm };
 enum class ScanAlgo : std::uint8_t { recursive_doubling, chain };

@@ -139,6 +139,10 @@ private:
   // that never all complete and get waited for at once (isend i, then wait for i - 1), or a
   // send never waited for, would otherwise make one endless stream, never judged.
   static constexpr std::uint32_t kSegment = 256;
+  // A send alone whose next post came more than this many times its own time after its
+  // completion is not judged (judge_alone). In a ping-pong the reply takes about as long as
+  // the send (rendezvous) or 2-4 times the sender's copy into the buffer (eager).
+  static constexpr std::int64_t kGapFactor = 8;
   // A stream tuner's observation is a window of sends: a benchmark's bandwidth loop has tens
   // of them per size. It explores one stream in 8 and judges it alone against the one before
   // (nothing of the setting before it is left in flight): a benchmark's run is too short for
@@ -167,10 +171,15 @@ private:
   // copy between cores cost more than the sender's copy into the buffer, 64 KiB ping-pongs
   // moved to eager at 8.0 us one way against 5.2 by rendezvous (tune-proof: 1.29 x the
   // defaults).
+  // Not when the time from its completion to the next post is far longer than the send took
+  // (kGapFactor times, or a microsecond for short ones): the application computed in
+  // between, and that time, the same for both protocols, would drown their difference.
   bool judge_alone(std::size_t bucket, std::int64_t now_ns) {
     const Stream s = alone_last_;
     alone_last_.judged = false;
     if (!s.judged || s.bucket != bucket || now_ns <= s.posted_ns) return false;
+    const std::int64_t took = std::max<std::int64_t>(s.done_ns - s.posted_ns, 1000);
+    if (now_ns - s.done_ns > kGapFactor * took) return false;
     const double seconds = static_cast<double>(now_ns - s.posted_ns) * 1e-9;
     return alone_.observe(bucket, setting(s.eager), seconds / static_cast<double>(s.bytes));
   }
@@ -193,9 +202,9 @@ private:
   rt::HillTuner stream_{{2, 1, 1}, kStreamPace};
   std::array<bool, rt::HillTuner::kBuckets> streamed_{};  // the bucket's last stream had > 1 send
   std::array<bool, rt::HillTuner::kBuckets> started_{};   // the bucket has had a send
-  std::uint32_t in_flight_ = 0;   // sends posted and not yet both complete and released
-  Stream s_;                      // the stream of the sends in flight
-  Stream last_{.judged = false};  // the last one of more than one send, until judged
+  std::uint32_t in_flight_ = 0;         // sends posted and not yet both complete and released
+  Stream s_;                            // the stream of the sends in flight
+  Stream last_{.judged = false};        // the last one of more than one send, until judged
   Stream alone_last_{.judged = false};  // the last send alone, until judged
 };
 

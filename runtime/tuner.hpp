@@ -46,7 +46,8 @@ public:
   static constexpr std::uint32_t kMaxBackoff = 4;
   static constexpr double kMargin = 0.03;  // a neighbour must be 3 % faster to win
   static constexpr double kClearlyWorse = 1.5;
-  static constexpr double kFarWorse = 3;  // a neighbour this far behind backs off at once
+  static constexpr double kFarWorse = 3;  // a neighbour this far behind backs off at once,
+  static constexpr std::uint32_t kFarWorseSamples = 3;  // judged on at least this many uses
 
   using Setting = std::array<std::uint8_t, kMaxDims>;
 
@@ -145,10 +146,12 @@ public:
       // Keep going the way that paid (momentum): try the same step again first.
     } else {
       b.next_step = (b.next_step + 1) % (2 * kMaxDims);
-      if (clearly_worse && b.cand.median() >= kFarWorse) {
+      if (clearly_worse && b.cand.count >= kFarWorseSamples && b.cand.median() >= kFarWorse) {
         // Far worse: tried again only after the longest period. Eager sends of 256 KiB in a
         // ping-pong that runs at 11 us one way by rendezvous cost ~75 us each; three bursts
-        // of them in a benchmark's 333 sends made it 28 % slower than the static rule.
+        // of them in a benchmark's 333 sends made it 28 % slower than the static rule. Not
+        // on fewer samples: one slow window of a stream (a receiver descheduled) would stop
+        // the stream tuner's exploring for the rest of a benchmark's run.
         b.losses = 0;
         b.backoff = kMaxBackoff;
       } else if (++b.losses >= valid_steps(b.current)) {

@@ -213,6 +213,22 @@ TEST(Tuner, FarWorseNeighbour_BacksOffAtOnce) {
             std::uint64_t{HillTuner::kExplorePeriod} << HillTuner::kMaxBackoff);
 }
 
+// The stream tuner's pace (one observation a window, no skipped edges): one window 3.5 x the
+// current's (a receiver descheduled) loses, but does not back exploring off to the longest
+// period: the next exploration comes after a doubled period.
+TEST(Tuner, StreamPace_OneFarWorseWindow_BacksOffOnce) {
+  HillTuner t({2, 1, 1}, {.window = 1, .burst = 1, .period = 8, .skip_edges = false});
+  const std::size_t bucket = HillTuner::bucket_of(64 * 1024);
+  const Setting rndv{0, 0, 0};
+  t.enable(bucket, rndv);
+  for (int i = 0; i < 40 && t.explorations() == 0; ++i) {
+    const HillTuner::Choice c = t.choose(bucket);
+    t.observe(bucket, c.setting, c.setting == rndv ? 1.0 : 3.5);
+  }
+  ASSERT_EQ(t.explorations(), 1u);
+  EXPECT_EQ(t.explore_period(bucket), 16u);
+}
+
 // A move resets the period: once the optimum shifts (here: rendezvous becomes 3 x cheaper
 // after the tuner backed off), the tuner still finds it within the backed-off period's windows.
 TEST(Tuner, BackedOff_StillFollowsAShiftedOptimum) {
@@ -394,6 +410,22 @@ TEST(ProtocolTuner, FasterRendezvousRoundTrip_BucketSwitches) {
   }
   EXPECT_TRUE(moved);
   EXPECT_FALSE(send_alone(t, size, clock));
+}
+
+// The faster round trips of the test above, but the application computes 1 ms between sends:
+// the gap drowns the difference, so sends alone are not judged and the bucket stays.
+TEST(ProtocolTuner, SendsAloneFarApart_NotJudged) {
+  p2p::ProtocolTuner t(44, 65536);
+  const std::size_t size = 30000;
+  std::int64_t clock = 0;
+  for (std::uint64_t i = 0; i < 8 * kUsesPerWindow; ++i) {
+    const p2p::ProtocolTuner::Pick p = t.post(size, clock);
+    EXPECT_FALSE(p.moved) << "use " << i;
+    t.complete(true, clock + (p.eager ? 1000 : 2500));
+    t.release();
+    clock += (p.eager ? 4000 : 3000) + 1000000;
+  }
+  EXPECT_TRUE(send_alone(t, size, clock));
 }
 
 // The same completion times with the round trips the other way round: eager stays.
