@@ -411,14 +411,13 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
             after.coll_shm_path + after.coll_p2p_path + after.coll_direct_path)
       << "a floating reduce chose a path";
   // Every call that chose counts once on every rank, in one of the three counters. With
-  // ranks sharing cores only bcasts and alltoalls choose (node-shared through the chunks, or
-  // direct where cross-memory attach works between the ranks), and never point-to-point.
+  // ranks sharing cores only alltoalls choose (node-shared through the chunks, or direct
+  // where cross-memory attach works between the ranks), and never point-to-point.
   int unforced = 0;
   for (const char* v :
        {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLGATHER_ALGO", "RMP_ALLTOALL_ALGO"})
     unforced += std::getenv(v) ? 0 : 1;
-  const int direct_unforced =
-      (std::getenv("RMP_BCAST_ALGO") ? 0 : 1) + (std::getenv("RMP_ALLTOALL_ALGO") ? 0 : 1);
+  const int direct_unforced = std::getenv("RMP_ALLTOALL_ALGO") ? 0 : 1;
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
   const bool shared_cores = cores > 0 && p > cores;
   const std::uint64_t shm = after.coll_shm_path - before.coll_shm_path,
@@ -436,7 +435,7 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
       EXPECT_GE(p2p, 4u) << "point-to-point never taken";
     }
   } else {
-    // bcast and alltoall choose between the chunks and the direct path, when it is open.
+    // alltoall chooses between the chunks and the direct path, when it is open.
     EXPECT_EQ(p2p, 0u) << "point-to-point chosen with ranks sharing cores";
     const std::uint64_t total = shm + direct;
     EXPECT_TRUE(total == 0 || total == static_cast<std::uint64_t>(direct_unforced) * calls)
