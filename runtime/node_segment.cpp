@@ -1,9 +1,6 @@
 #include "runtime/node_segment.hpp"
 
-#include <sys/uio.h>
-
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 
 #include <rmp/rmp.hpp>
@@ -63,19 +60,8 @@ std::unique_ptr<NodeSegment> NodeSegment::open(const Context& ctx, const std::st
 }
 
 int read_member_memory(int pid, const void* remote, void* local, std::size_t n) {
-  std::size_t off = 0;
-  while (off < n) {
-    iovec l{static_cast<std::byte*>(local) + off, n - off};
-    iovec r{const_cast<std::byte*>(static_cast<const std::byte*>(remote)) + off, n - off};
-    const ssize_t got = ::process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (got == 0) return EFAULT;
-    off += static_cast<std::size_t>(got);
-  }
-  return 0;
+  return shm::cross_memory_copy(pid, static_cast<std::byte*>(local),
+                                reinterpret_cast<std::uint64_t>(remote), n, false);
 }
 
 }  // namespace rmp::rt

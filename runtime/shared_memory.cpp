@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -102,5 +103,23 @@ Mapping open_segment(const std::string& name, std::size_t header_size,
 }
 
 void unlink_segment(const std::string& name) { ::shm_unlink(name.c_str()); }
+
+int cross_memory_copy(int pid, std::byte* local, std::uint64_t remote, std::size_t len,
+                      bool write) {
+  std::size_t off = 0;
+  while (off < len) {
+    iovec l{local + off, len - off};
+    iovec r{reinterpret_cast<void*>(remote + off), len - off};
+    const ssize_t n = write ? ::process_vm_writev(pid, &l, 1, &r, 1, 0)
+                            : ::process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EFAULT;
+    off += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
 
 }  // namespace rmp::rt::shm

@@ -44,4 +44,10 @@ Mapping open_segment(const std::string& name, std::size_t header_size,
 
 void unlink_segment(const std::string& name);
 
+// Cross-memory attach: copies len bytes between `local` and the address `remote` in process
+// `pid` (process_vm_writev when `write`, else process_vm_readv), resuming after partial
+// transfers and EINTR. Returns 0, or the errno that stopped it (EPERM where ptrace rules
+// forbid it).
+int cross_memory_copy(int pid, std::byte* local, std::uint64_t remote, std::size_t len, bool write);
+
 }  // namespace rmp::rt::shm

@@ -4,7 +4,6 @@
 // that a peer learns about a new pair without polling all N possible peers.
 #include "runtime/transport/shm/shm_transport.hpp"
 
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -141,24 +140,6 @@ struct CmaJob {
   class ShmEndpoint* ep;
   Clock::time_point posted{};
 };
-// Copies len bytes between local memory and another process's with cross-memory attach;
-// returns 0 or the errno that stopped it.
-int cma_transfer(int pid, std::byte* local, std::uint64_t remote, std::size_t len, bool write) {
-  std::size_t off = 0;
-  while (off < len) {
-    iovec l{local + off, len - off};
-    iovec r{reinterpret_cast<void*>(remote + off), len - off};
-    const ssize_t n = write ? ::process_vm_writev(pid, &l, 1, &r, 1, 0)
-                            : ::process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EFAULT;
-    off += static_cast<std::size_t>(n);
-  }
-  return 0;
-}
 
 // A transport-internal message waiting for ring space; payload points to memory that stays
 // valid until the matching completion runs.
@@ -701,7 +682,8 @@ int ShmEndpoint::drive_split() {
                                        std::memory_order_acq_rel)) {
       const std::size_t off = (w >> 16 & 0xffff) * split_piece_;
       const std::size_t n = std::min(split_piece_, j.len - off);
-      if (!split_err_) split_err_ = cma_transfer(peer_pid_, j.dst + off, j.remote + off, n, false);
+      if (!split_err_)
+        split_err_ = cross_memory_copy(peer_pid_, j.dst + off, j.remote + off, n, false);
       ++split_mine_;
       return 1;
     }
@@ -710,8 +692,8 @@ int ShmEndpoint::drive_split() {
   if (split_mine_ + sh->owner_done.load(std::memory_order_acquire) < split_pieces_) return 0;
   if (const std::uint32_t redo = sh->redo.load(std::memory_order_relaxed); redo && !split_err_) {
     const std::size_t off = (redo - 1) * split_piece_;
-    split_err_ = cma_transfer(peer_pid_, j.dst + off, j.remote + off,
-                              std::min(split_piece_, j.len - off), false);
+    split_err_ = cross_memory_copy(peer_pid_, j.dst + off, j.remote + off,
+                                   std::min(split_piece_, j.len - off), false);
   }
   if (t_.cma_refused(split_err_)) {
     // Cross-memory attach is forbidden here: copy this get through chunks instead.
@@ -752,8 +734,8 @@ int ShmEndpoint::help_split() {
     const std::size_t piece = sh->piece.load(std::memory_order_relaxed);
     if (!sh->word.compare_exchange_weak(w, w - 1, std::memory_order_acq_rel)) continue;
     const std::size_t off = (back - 1) * piece;
-    const int err = cma_transfer(peer_pid_, reinterpret_cast<std::byte*>(src + off), dst + off,
-                                 std::min(piece, len - off), true);
+    const int err = cross_memory_copy(peer_pid_, reinterpret_cast<std::byte*>(src + off), dst + off,
+                                      std::min(piece, len - off), true);
     if (err) {
       // The requester copies this piece itself, and every later one.
       sh->redo.store(static_cast<std::uint32_t>(back), std::memory_order_relaxed);
@@ -931,7 +913,7 @@ int ShmTransport::run_cma() {
   std::vector<CmaJob> jobs;
   jobs.swap(cma_);
   for (const CmaJob& j : jobs) {
-    const int err = cma_transfer(j.pid, j.local, j.remote, j.len, j.write);
+    const int err = cross_memory_copy(j.pid, j.local, j.remote, j.len, j.write);
     if (cma_refused(err)) {
       if (!j.write) {
         j.ep->start_chunk_get(j.local, j.len, j.remote, j.done);
