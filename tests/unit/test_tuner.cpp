@@ -463,6 +463,49 @@ bool send_window(p2p::ProtocolTuner& t, std::size_t bytes, int n, std::int64_t& 
   return first.moved;
 }
 
+// Sends alone of two sizes in turn (a ping-pong whose messages alternate between two buckets):
+// a send alone is judged against the next send alone of its own bucket, and here that is
+// never the next post, so nothing is judged, nothing moves, and each bucket keeps the static
+// rule's choice.
+TEST(ProtocolTuner, SendsAloneAlternatingBuckets_NotJudged) {
+  p2p::ProtocolTuner t(44, 65536);  // (16 KiB, 32 KiB] eager, (64 KiB, 128 KiB] rendezvous
+  std::int64_t clock = 0;
+  for (int i = 0; i < 8 * static_cast<int>(kUsesPerWindow); ++i) {
+    const std::size_t size = i % 2 ? 100000 : 30000;
+    const p2p::ProtocolTuner::Pick p = t.post(size, clock);
+    EXPECT_FALSE(p.moved) << "use " << i;
+    EXPECT_EQ(p.eager, size == 30000) << "use " << i;
+    t.complete(true, clock + 1000);
+    t.release();
+    clock += p.eager ? 9000 : 3000;  // eager's round trips three times as long
+  }
+}
+
+// A window of sends, then sends alone of the same bucket: the first send alone is not judged
+// against the window (nothing of it is left to judge), and the sends alone after it are
+// judged on their round trips as ever: rendezvous 3 x faster moves the bucket.
+TEST(ProtocolTuner, SendsAloneAfterAStream_JudgedOnTheirOwn) {
+  p2p::ProtocolTuner t(44, 65536);
+  const std::size_t size = 30000;
+  std::int64_t clock = 0;
+  send_window(t, size, 16, clock, [](bool) { return 1000; });
+  const p2p::ProtocolTuner::Pick first = t.post(size, clock);
+  EXPECT_FALSE(first.moved);
+  t.complete(true, clock + 500);
+  t.release();
+  clock += 3000;
+  bool moved = false;
+  for (std::uint64_t i = 0; i < 4 * kUsesPerWindow && !moved; ++i) {
+    const p2p::ProtocolTuner::Pick p = t.post(size, clock);
+    moved = p.moved;
+    t.complete(true, clock + (p.eager ? 1000 : 2500));
+    t.release();
+    clock += p.eager ? 9000 : 3000;
+  }
+  EXPECT_TRUE(moved);
+  EXPECT_FALSE(send_alone(t, size, clock));
+}
+
 // Windows of 128 KiB sends, a bucket that starts with rendezvous: eager streams at 1.5x
 // rendezvous's speed (as measured at 64 KiB with the cores near: 26.6 against 18.5 GB/s;
 // the (32 KiB, 64 KiB] bucket starts eager: part of it is). The stream moves to eager
