@@ -1,9 +1,11 @@
 #include "collectives/node_shared.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -17,10 +19,6 @@
 #include "runtime/copy.hpp"
 #include "runtime/measured_choice.hpp"
 #include "runtime/node_segment.hpp"
-
-#include <unistd.h>
-#include <bit>
-#include <cerrno>
 
 namespace rmp::coll {
 namespace {
@@ -117,11 +115,6 @@ public:
     // streaming wins by 1.5-2x).
     for (auto& c : store_choice_)
       c = StoreChoice(store_modes, {.period = 64, .burst = 2, .favour = kCached, .margin = 0.15});
-    // The paths: a burst of 4 calls (3 timed: the first pays for what the other path left in
-    // the caches) every 64 or so; one path far behind only every 8th turn. A path known from
-    // its warm-up alone is measured again soon after it (rejudge_warmup): point-to-point's
-    // first calls are slower than its steady speed while its own copy chooser warms up (bcast
-    // of 4 MiB, two ranks: 560-790 us a call against 200-250 later).
     path_enabled_.fill(p2p_paths ? 1u << kShmPath | 1u << kP2pPath : 1u << kShmPath);
     for (std::size_t i = 0; i < path_times_.size(); ++i)
       path_times_[i] = PathTimes(path_enabled_[i], path_pace());
@@ -496,9 +489,11 @@ NodeShared* node_shared(const CommImpl& c) {
 
 PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider)
     : k_(k), bytes_(bytes) {
-  if (!ns || forced(k) >= 0 || std::popcount(ns->paths(k)) < 2) return;
+  if (!ns) return;
   rt::Context& ctx = c.engine().context();
-  if (bytes <= ctx.params().eager_threshold) return;
+  // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
+  if (bytes <= ctx.params().eager_threshold || std::popcount(ns->paths(k)) < 2 || forced(k) >= 0)
+    return;
   std::uint8_t path = NodeShared::kShmPath;
   const std::uint64_t b = ns->next_small_bcast();
   if (c.rank() == decider) {

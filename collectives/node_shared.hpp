@@ -23,17 +23,18 @@ class NodeShared;
 // shared memory cannot serve it (ranks on several nodes, a single rank).
 NodeShared* node_shared(const detail::CommImpl& c);
 
-// Which path a bcast, reduce (of exact types), allgather(v) or alltoall takes when the node-
-// shared one was selected: that one,
-// or the point-to-point algorithm the formulas pick. Above eager_threshold point-to-point moves
-// data by one copy (a rendezvous get: cross-memory attach, or owner and reader each copying a
-// part), the node-shared paths by two, through shared chunks; which is faster depends on the
-// machine (how dear a cache line moved between cores is) more than on the message. So above
-// it, ranks that have cores of their own (with ranks sharing cores every rendezvous
-// handshake waits for a switch) let one rank measure both: `decider` (the root of a reduce,
-// the rank after the root of a bcast, rank 0 of an allgather or alltoall: a rank whose call
-// lasts until its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells
-// the others its choice through a small bcast before the call. Not when RMP_<COLL>_ALGO forces one.
+// Which path a bcast, reduce (of exact types), allgather(v) or alltoall takes when the
+// node-shared one was selected: that one, or the point-to-point algorithm the formulas pick
+// (an alltoall also its direct path). Above eager_threshold point-to-point moves data by one
+// copy (a rendezvous get: cross-memory attach, or owner and reader each copying a part), the
+// node-shared paths by two, through shared chunks; which is faster depends on the machine
+// (how dear a cache line moved between cores is) more than on the message. So above it,
+// ranks that have cores of their own (with ranks sharing cores every rendezvous handshake
+// waits for a switch) let one rank measure both: `decider` (the root of a reduce, the rank
+// after the root of a bcast, rank 0 of an allgather or alltoall: a rank whose call lasts
+// until its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells
+// the others its choice through a small bcast before the call. Not when RMP_<COLL>_ALGO
+// forces one.
 class PathChoice {
 public:
   // `ns`: the communicator's node-shared state when the call selected that path, else nullptr

@@ -51,9 +51,8 @@ public:
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
       const std::size_t lo = std::size_t{1} << (b - 1), hi = std::size_t{1} << b;
       if (lo < low || hi > high) continue;
-      const rt::HillTuner::Setting start{lo < eager_threshold ? kEager : kRndv, 0, 0};
-      alone_.enable(b, start);
-      stream_.enable(b, start);
+      alone_.enable(b, {});  // its start is set at its first send (post)
+      stream_.enable(b, {});
     }
   }
 

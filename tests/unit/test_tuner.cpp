@@ -338,6 +338,28 @@ bool send_alone(p2p::ProtocolTuner& t, std::size_t bytes, std::int64_t& clock,
   return eager;
 }
 
+// A ping-pong of up to `uses` sends alone of `bytes`: each completes `done(eager)` ns after
+// its post, and the next is posted `trip(eager)` ns after it (the reply is in). With
+// `until_moved` it stops at the first send whose post moved the bucket.
+struct PingPong {
+  int moves = 0;  // posts that moved the bucket
+  int eager = 0;  // eager picks
+};
+template <class Done, class Trip>
+PingPong ping_pong(p2p::ProtocolTuner& t, std::size_t bytes, std::int64_t& clock,
+                   std::uint64_t uses, Done&& done, Trip&& trip, bool until_moved = false) {
+  PingPong r;
+  for (std::uint64_t i = 0; i < uses && !(until_moved && r.moves > 0); ++i) {
+    const p2p::ProtocolTuner::Pick p = t.post(bytes, clock);
+    r.moves += p.moved;
+    r.eager += p.eager;
+    t.complete(true, clock + done(p.eager));
+    t.release();
+    clock += trip(p.eager);
+  }
+  return r;
+}
+
 TEST(ProtocolTuner, TunesOnlyAroundTheEagerThreshold_StartingFromTheStaticRule) {
   p2p::ProtocolTuner t(44, 16384);
   std::int64_t clock = 0;
@@ -400,15 +422,10 @@ TEST(ProtocolTuner, FasterRendezvousRoundTrip_BucketSwitches) {
   p2p::ProtocolTuner t(44, 65536);  // (16384, 32768] starts eager
   const std::size_t size = 30000;
   std::int64_t clock = 0;
-  bool moved = false;
-  for (std::uint64_t i = 0; i < 4 * kUsesPerWindow && !moved; ++i) {
-    const p2p::ProtocolTuner::Pick p = t.post(size, clock);
-    moved = p.moved;
-    t.complete(true, clock + (p.eager ? 1000 : 2500));
-    t.release();
-    clock += p.eager ? 4000 : 3000;  // the reply is in: the next send
-  }
-  EXPECT_TRUE(moved);
+  const PingPong r = ping_pong(
+      t, size, clock, 4 * kUsesPerWindow, [](bool eager) { return eager ? 1000 : 2500; },
+      [](bool eager) { return eager ? 4000 : 3000; }, true);
+  EXPECT_EQ(r.moves, 1);
   EXPECT_FALSE(send_alone(t, size, clock));
 }
 
@@ -418,13 +435,10 @@ TEST(ProtocolTuner, SendsAloneFarApart_NotJudged) {
   p2p::ProtocolTuner t(44, 65536);
   const std::size_t size = 30000;
   std::int64_t clock = 0;
-  for (std::uint64_t i = 0; i < 8 * kUsesPerWindow; ++i) {
-    const p2p::ProtocolTuner::Pick p = t.post(size, clock);
-    EXPECT_FALSE(p.moved) << "use " << i;
-    t.complete(true, clock + (p.eager ? 1000 : 2500));
-    t.release();
-    clock += (p.eager ? 4000 : 3000) + 1000000;
-  }
+  const PingPong r = ping_pong(
+      t, size, clock, 8 * kUsesPerWindow, [](bool eager) { return eager ? 1000 : 2500; },
+      [](bool eager) { return (eager ? 4000 : 3000) + 1000000; });
+  EXPECT_EQ(r.moves, 0);
   EXPECT_TRUE(send_alone(t, size, clock));
 }
 
@@ -433,16 +447,11 @@ TEST(ProtocolTuner, FasterEagerRoundTrip_StaysEager) {
   p2p::ProtocolTuner t(44, 65536);
   const std::size_t size = 30000;
   std::int64_t clock = 0;
-  int eager = 0;
-  for (std::uint64_t i = 0; i < 8 * kUsesPerWindow; ++i) {
-    const p2p::ProtocolTuner::Pick p = t.post(size, clock);
-    EXPECT_FALSE(p.moved) << "use " << i;
-    eager += p.eager;
-    t.complete(true, clock + (p.eager ? 2500 : 1000));
-    t.release();
-    clock += p.eager ? 3000 : 4000;
-  }
-  EXPECT_GT(eager, static_cast<int>(7 * kUsesPerWindow));
+  const PingPong r = ping_pong(
+      t, size, clock, 8 * kUsesPerWindow, [](bool eager) { return eager ? 2500 : 1000; },
+      [](bool eager) { return eager ? 3000 : 4000; });
+  EXPECT_EQ(r.moves, 0);
+  EXPECT_GT(r.eager, static_cast<int>(7 * kUsesPerWindow));
 }
 
 // A window of `n` sends of `bytes` posted at once, as a bandwidth loop posts them, then waited
@@ -494,15 +503,10 @@ TEST(ProtocolTuner, SendsAloneAfterAStream_JudgedOnTheirOwn) {
   t.complete(true, clock + 500);
   t.release();
   clock += 3000;
-  bool moved = false;
-  for (std::uint64_t i = 0; i < 4 * kUsesPerWindow && !moved; ++i) {
-    const p2p::ProtocolTuner::Pick p = t.post(size, clock);
-    moved = p.moved;
-    t.complete(true, clock + (p.eager ? 1000 : 2500));
-    t.release();
-    clock += p.eager ? 9000 : 3000;
-  }
-  EXPECT_TRUE(moved);
+  const PingPong r = ping_pong(
+      t, size, clock, 4 * kUsesPerWindow, [](bool eager) { return eager ? 1000 : 2500; },
+      [](bool eager) { return eager ? 9000 : 3000; }, true);
+  EXPECT_EQ(r.moves, 1);
   EXPECT_FALSE(send_alone(t, size, clock));
 }
 
