@@ -65,7 +65,10 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
                Type t, Op op) {
   const std::size_t bytes = count * esize;
   NodeShared* ns = may_use_node_shared(Coll::allreduce) ? node_shared(c) : nullptr;
-  switch (choose<AllreduceAlgo>(Coll::allreduce, c, bytes, ns != nullptr)) {
+  auto algo = choose<AllreduceAlgo>(Coll::allreduce, c, bytes, ns != nullptr);
+  const PathChoice path(c, algo == AllreduceAlgo::shm ? ns : nullptr, Coll::allreduce, bytes, 0);
+  if (path.direct()) algo = AllreduceAlgo::shm_direct;
+  switch (algo) {
     case AllreduceAlgo::recursive_doubling:
       return allreduce_recursive_doubling(c, in, out, count, esize, t, op);
     case AllreduceAlgo::rabenseifner:
@@ -74,6 +77,8 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
       return allreduce_ring(c, in, out, count, esize, t, op);
     case AllreduceAlgo::shm:
       return shm_allreduce(c, *ns, in, out, count, esize, t, op);
+    case AllreduceAlgo::shm_direct:
+      return shm_allreduce_direct(c, *ns, in, out, count, esize, t, op);
   }
 }
 

@@ -52,9 +52,11 @@ static_assert(sizeof(FlagLine) == kLine);
 constexpr std::size_t kSmallStride =
     4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot + kReduceSlots * kReduceSlot;
 // Then the lines of the direct paths: a rank's pid, the address of a word of its memory
-// for the probe (NodeShared::probe_direct), the probe's outcome, and where its input is.
-constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12;
-static_assert((kSourceLine + 1) * sizeof(FlagLine) <= 4096);
+// for the probe (NodeShared::probe_direct), the probe's outcome, where its input is and
+// where its result goes (shm_allreduce_direct).
+constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12,
+                      kResultLine = 13;
+static_assert((kResultLine + 1) * sizeof(FlagLine) <= 4096);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -116,6 +118,9 @@ public:
     for (auto& c : store_choice_)
       c = StoreChoice(store_modes, {.period = 64, .burst = 2, .favour = kCached, .margin = 0.15});
     path_enabled_.fill(p2p_paths ? 1u << kShmPath | 1u << kP2pPath : 1u << kShmPath);
+    // Not an allreduce: point-to-point combines floating values in another order, and two
+    // equal calls must give equal bits. It chooses between its node-shared paths alone.
+    path_enabled_[path_index(Coll::allreduce)] = 1u << kShmPath;
     for (std::size_t i = 0; i < path_times_.size(); ++i)
       path_times_[i] = PathTimes(path_enabled_[i], path_pace());
   }
@@ -216,6 +221,8 @@ public:
         return 1;
       case Coll::alltoall:
         return 2;
+      case Coll::allreduce:
+        return 4;
       default:
         return 3;  // allgather(v)
     }
@@ -231,12 +238,26 @@ public:
     return reinterpret_cast<const void*>(
         line(rank, kSourceLine).gen.load(std::memory_order_relaxed));
   }
+  void set_result(const CommImpl& c, void* out) {
+    line(c.rank(), kResultLine)
+        .gen.store(reinterpret_cast<std::uint64_t>(out), std::memory_order_relaxed);
+  }
+  std::byte* result(int rank) {
+    return reinterpret_cast<std::byte*>(
+        line(rank, kResultLine).gen.load(std::memory_order_relaxed));
+  }
   // Copies n bytes at `remote` in rank `rank`'s process to `local`.
   void read_direct(int rank, const void* remote, void* local, std::size_t n) {
-    const int pid = static_cast<int>(line(rank, kPidLine).gen.load(std::memory_order_relaxed));
-    if (const int err = rt::read_member_memory(pid, remote, local, n))
-      throw Error(Errc::transport, "collectives: cross-memory attach from rank " +
-                                       std::to_string(rank) + " failed: " + std::strerror(err));
+    attach_error(rank, rt::read_member_memory(pid_of(rank), remote, local, n));
+  }
+  // Copies n bytes at `local` to `remote` in rank `rank`'s process.
+  void write_direct(int rank, const void* local, void* remote, std::size_t n) {
+    attach_error(rank, rt::write_member_memory(pid_of(rank), local, remote, n));
+  }
+  // This rank's scratch space for the direct paths, at least `bytes` of it.
+  std::byte* scratch(std::size_t bytes) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
   }
   // Collective, once, right after construction: every member publishes its pid and reads a
   // word of the next member's memory with cross-memory attach. The direct paths are open
@@ -258,20 +279,25 @@ public:
       const auto* remote =
           reinterpret_cast<const void*>(line(q, kProbeLine).gen.load(std::memory_order_relaxed));
       const auto pid = static_cast<int>(line(q, kPidLine).gen.load(std::memory_order_relaxed));
-      ok = rt::read_member_memory(pid, remote, &v, sizeof v) == 0 && v == kProbeMagic;
+      // Both ways: the allreduce writes into the others' results.
+      ok = rt::read_member_memory(pid, remote, &v, sizeof v) == 0 && v == kProbeMagic &&
+           rt::write_member_memory(pid, &v, const_cast<void*>(remote), sizeof v) == 0;
     }
     line(r, kProbeResultLine).gen.store(ok ? 1 : 2, std::memory_order_relaxed);
     arrive_and_wait(c, next_gen());
     for (int q = 0; q < n; ++q)
       if (line(q, kProbeResultLine).gen.load(std::memory_order_relaxed) != 1) return;
     direct_ok_ = true;
-    const std::size_t a = path_index(Coll::alltoall);
-    path_enabled_[a] |= 1u << kDirectPath;
-    path_times_[a] = PathTimes(path_enabled_[a], path_pace());
+    for (const Coll k : {Coll::alltoall, Coll::allreduce}) {
+      const std::size_t a = path_index(k);
+      path_enabled_[a] |= 1u << kDirectPath;
+      path_times_[a] = PathTimes(path_enabled_[a], path_pace());
+    }
   }
 
   // ---- Chunked paths ----
   std::size_t chunk() const { return chunk_; }
+  std::size_t direct_block() const { return direct_block_; }
   std::uint64_t next_round() { return ++round_; }
   std::byte* chunk_of(int rank, std::uint64_t round) {
     return base(rank) + kSmallStride + (round % nchunks_) * chunk_;
@@ -345,6 +371,14 @@ public:
   }
 
 private:
+  int pid_of(int rank) {
+    return static_cast<int>(line(rank, kPidLine).gen.load(std::memory_order_relaxed));
+  }
+  static void attach_error(int rank, int err) {
+    if (err)
+      throw Error(Errc::transport, "collectives: cross-memory attach with rank " +
+                                       std::to_string(rank) + " failed: " + std::strerror(err));
+  }
   std::byte* base(int rank) { return seg_->data() + static_cast<std::size_t>(rank) * stride_; }
   FlagLine& line(int rank, std::size_t i) { return reinterpret_cast<FlagLine*>(base(rank))[i]; }
   std::atomic<std::uint64_t>& round_line(int rank) { return line(rank, 2).gen; }
@@ -418,13 +452,17 @@ private:
 
   std::unique_ptr<rt::NodeSegment> seg_;
   std::size_t chunk_, nchunks_, stride_;
+  // Blocks of the direct allreduce: a quarter of a chunk, so that its three scratch blocks and
+  // the result block fit where one chunk of the chunked paths does.
+  std::size_t direct_block_ = std::max<std::size_t>(chunk_ / 4, kLine);
   bool track_cpus_;
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, 6> store_choice_;
-  std::array<PathTimes, 4> path_times_;  // bcast, reduce, alltoall, allgather(v)
-  std::array<unsigned, 4> path_enabled_{};
+  std::array<PathTimes, 5> path_times_;  // bcast, reduce, alltoall, allgather(v), allreduce
+  std::array<unsigned, 5> path_enabled_{};
   bool direct_ok_ = false;
+  std::vector<std::byte> scratch_;
   std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
   static constexpr std::uint64_t kProbeMagic = 0x726d70'64697265ULL;
   // A burst of 4 calls (3 timed: the first pays for what the other path left in the caches)
@@ -871,6 +909,50 @@ void shm_alltoall_direct(const CommImpl& c, NodeShared& ns, const void* in, void
   ns.set_mark(c, NodeShared::mark(round, 3));
   if (!everyone) return shm_alltoall(c, ns, in, out, bytes);
   ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's input
+}
+
+void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                          std::size_t count, std::size_t esize, Type t, Op op) {
+  if (!ns.direct_ok() || count * esize <= kMaxBytes)
+    return shm_allreduce(c, ns, in, out, count, esize, t, op);
+  // One round: every rank publishes its input and its output, reduces its slice of the
+  // vector block by block (reading the others' parts of the block, combining in rank order
+  // as every node-shared reduction does, then writing the result into the others' outputs
+  // while it is still in this core's cache), and leaves once all have written theirs. Rank q
+  // reads slice q of every input and writes slice q of every output; in place, slice q of a
+  // rank's buffer is read by rank q alone, before rank q writes it.
+  const int n = c.size(), r = c.rank();
+  const auto* src = static_cast<const std::byte*>(in ? in : out);
+  auto* dst = static_cast<std::byte*>(out);
+  const std::uint64_t round = ns.next_round();
+  ns.wait_chunk_free(c, round);
+  ns.set_source(c, src);
+  ns.set_result(c, dst);
+  ns.set_mark(c, NodeShared::mark(round, 1));
+  ns.wait_mark(c, NodeShared::mark(round, 1));
+  const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
+  std::byte* tmp = ns.scratch(3 * block);
+  const std::size_t end = even_offset(count, n, r + 1);
+  for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
+    const std::size_t cnt = std::min(per, end - first), pos = first * esize, len = cnt * esize;
+    std::byte* acc = dst + pos;
+    const std::byte* own = src + pos;
+    if (!in) own = static_cast<const std::byte*>(std::memcpy(tmp + 2 * block, own, len));
+    auto part = [&](int q, std::byte* into) -> const std::byte* {
+      if (q == r) return own;
+      ns.read_direct(q, static_cast<const std::byte*>(ns.source(q)) + pos, into, len);
+      return into;
+    };
+    const std::byte* p0 = part(0, tmp);
+    reduce_into(op, t, p0, part(1, tmp + block), acc, cnt);
+    for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
+    for (int s = 1; s < n; ++s) {
+      const int q = (r + s) % n;
+      ns.write_direct(q, acc, ns.result(q) + pos, len);
+    }
+  }
+  ns.set_mark(c, NodeShared::mark(round, 3));
+  ns.wait_mark(c, NodeShared::mark(round, 3));  // all results are in, nobody reads this input
 }
 
 }  // namespace rmp::coll

@@ -23,17 +23,18 @@ class NodeShared;
 // shared memory cannot serve it (ranks on several nodes, a single rank).
 NodeShared* node_shared(const detail::CommImpl& c);
 
-// Which path a bcast, reduce (of exact types), allgather(v) or alltoall takes when the
-// node-shared one was selected: that one, or the point-to-point algorithm the formulas pick
-// (an alltoall also its direct path). Above eager_threshold point-to-point moves data by one
-// copy (a rendezvous get: cross-memory attach, or owner and reader each copying a part), the
-// node-shared paths by two, through shared chunks; which is faster depends on the machine
-// (how dear a cache line moved between cores is) more than on the message. So above it,
-// ranks that have cores of their own (with ranks sharing cores every rendezvous handshake
-// waits for a switch) let one rank measure both: `decider` (the root of a reduce, the rank
-// after the root of a bcast, rank 0 of an allgather or alltoall: a rank whose call lasts
-// until its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells
-// the others its choice through a small bcast before the call. Not when RMP_<COLL>_ALGO
+// Which path a bcast, reduce (of exact types), allgather(v), alltoall or allreduce takes when
+// the node-shared one was selected: that one, or the point-to-point algorithm the formulas
+// pick, or the direct path (alltoall, allreduce). An allreduce chooses between its two
+// node-shared paths only: they combine in the same order, point-to-point in another. Above
+// eager_threshold point-to-point moves data by one copy (a rendezvous get: cross-memory attach, or
+// owner and reader each copying a part), the node-shared paths by two, through shared chunks; which
+// is faster depends on the machine (how dear a cache line moved between cores is) more than on the
+// message. So above it, ranks that have cores of their own (with ranks sharing cores every
+// rendezvous handshake waits for a switch) let one rank measure both: `decider` (the root of a
+// reduce, the rank after the root of a bcast, rank 0 of an allreduce, allgather or alltoall: a rank
+// whose call lasts until its data is in) times its calls of each path (runtime/measured_choice.hpp)
+// and tells the others its choice through a small bcast before the call. Not when RMP_<COLL>_ALGO
 // forces one.
 class PathChoice {
 public:
@@ -45,7 +46,7 @@ public:
   PathChoice& operator=(const PathChoice&) = delete;
   // Whether this call takes the point-to-point algorithm instead of the node-shared path.
   bool p2p() const { return path_ == 1; }
-  // Whether an alltoall takes the direct node-shared path (shm_alltoall_direct).
+  // Whether an allreduce or alltoall takes its direct node-shared path.
   bool direct() const { return path_ == 2; }
 
 private:
@@ -61,6 +62,12 @@ void shm_barrier(const detail::CommImpl& c, NodeShared& ns);
 // `in` == nullptr: in place. Up to 4 KiB through the flag lines, beyond in chunks.
 void shm_allreduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                    std::size_t count, std::size_t esize, detail::Type t, Op op);
+// The same, each rank reducing its slice of the vector from the others' inputs and writing
+// the result into their outputs with cross-memory attach: one copy each way instead of two
+// through the chunks, one round. Combines in rank order like shm_allreduce (the same bits).
+// Where cross-memory attach does not work between the members, shm_allreduce.
+void shm_allreduce_direct(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                          std::size_t count, std::size_t esize, detail::Type t, Op op);
 // As shm_allreduce for float/double, with the values in the shared chunks as 16-bit floats
 // (Compression fp16 or bf16, not none; allreduce_compressed.cpp's error bounds).
 void shm_allreduce_compressed(const detail::CommImpl& c, NodeShared& ns, const void* in,

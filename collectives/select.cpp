@@ -162,7 +162,8 @@ constexpr Algorithm kReduce[] = {{"binomial", t_reduce_binomial},
 constexpr Algorithm kAllreduce[] = {{"recursive_doubling", t_allreduce_recursive_doubling},
                                     {"rabenseifner", t_allreduce_rabenseifner},
                                     {"ring", t_allreduce_ring},
-                                    {"shm", nullptr}};
+                                    {"shm", nullptr},
+                                    {"shm_direct", nullptr}};
 constexpr Algorithm kRooted[] = {{"binomial", t_rooted_binomial}, {"linear", t_rooted_linear}};
 constexpr Algorithm kRootedV[] = {{"binomial", t_rootedv_binomial}, {"linear", t_rooted_linear}};
 constexpr Algorithm kAllgather[] = {{"recursive_doubling", t_allgather_recursive_doubling},

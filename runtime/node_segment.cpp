@@ -64,4 +64,10 @@ int read_member_memory(int pid, const void* remote, void* local, std::size_t n) 
                                 reinterpret_cast<std::uint64_t>(remote), n, false);
 }
 
+int write_member_memory(int pid, const void* local, void* remote, std::size_t n) {
+  // (cross_memory_copy only reads `local` when writing.)
+  return shm::cross_memory_copy(pid, const_cast<std::byte*>(static_cast<const std::byte*>(local)),
+                                reinterpret_cast<std::uint64_t>(remote), n, true);
+}
+
 }  // namespace rmp::rt

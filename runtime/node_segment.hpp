@@ -38,5 +38,7 @@ private:
 // RMP_SHM_CMA): copies n bytes at `remote`, an address in process `pid`, to `local`. Returns 0,
 // or the errno that stopped it (EPERM where ptrace rules forbid it).
 int read_member_memory(int pid, const void* remote, void* local, std::size_t n);
+// The other way (process_vm_writev): copies n bytes at `local` to `remote` in process `pid`.
+int write_member_memory(int pid, const void* local, void* remote, std::size_t n);
 
 }  // namespace rmp::rt

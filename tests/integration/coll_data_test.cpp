@@ -9,12 +9,15 @@
 #include "runtime/stats.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -362,6 +365,9 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   const std::size_t n = bytes / sizeof(double), m = bytes / sizeof(std::uint16_t);
   const rmp::rt::Counters before = rmp::rt::counters();
   constexpr int kCalls = 24;
+  const char* allreduce_algo = std::getenv("RMP_ALLREDUCE_ALGO");
+  const bool node_shared_allreduce =
+      !allreduce_algo || std::string_view(allreduce_algo).starts_with("shm");
   for (int k = 0; k < kCalls; ++k) {
     const int root = k % p;
     const std::uint64_t s = seed(root, k, n, 11);
@@ -390,6 +396,29 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
       EXPECT_TRUE(matches(all.data() + q * n, n, seed(q, k, n, 13)))
           << "allgather " << k << " from " << q;
 
+    // Floating values, in place every other time. Either node-shared path combines them in
+    // rank order: the same bits as the reference. (A forced point-to-point algorithm combines
+    // them in another order: close to it.)
+    std::vector<double> sum(n, -1);
+    const auto own = make_message<double>(n, seed(me, k, n, 14));
+    if (k % 2) {
+      sum = own;
+      w.allreduce(rmp::in_place<double>, sum.data(), n, Op::sum);
+    } else {
+      w.allreduce(own.data(), sum.data(), n, Op::sum);
+    }
+    std::vector<double> ref = make_message<double>(n, seed(0, k, n, 14));
+    for (int q = 1; q < p; ++q) {
+      const auto part = make_message<double>(n, seed(q, k, n, 14));
+      for (std::size_t i = 0; i < n; ++i) ref[i] += part[i];
+    }
+    if (node_shared_allreduce) {
+      EXPECT_EQ(std::memcmp(sum.data(), ref.data(), n * sizeof(double)), 0) << "allreduce " << k;
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(sum[i], ref[i], 1e-12 * std::abs(ref[i])) << "allreduce " << k << " at " << i;
+    }
+
     const auto pm = m * static_cast<std::size_t>(p);
     std::vector<std::uint16_t> a2a(pm), got(pm);
     for (int d = 0; d < p; ++d) fill(a2a.data() + d * m, m, seed(me, d, m + k, 12));
@@ -411,13 +440,17 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
             after.coll_shm_path + after.coll_p2p_path + after.coll_direct_path)
       << "a floating reduce chose a path";
   // Every call that chose counts once on every rank, in one of the three counters. With
-  // ranks sharing cores only alltoalls choose (node-shared through the chunks, or direct
-  // where cross-memory attach works between the ranks), and never point-to-point.
-  int unforced = 0;
+  // ranks sharing cores only alltoalls and allreduces choose (node-shared through the chunks,
+  // or direct where cross-memory attach works between the ranks), and never point-to-point.
+  // An allreduce chooses only between those two, with or without cores of its own.
+  const char* cma_env = std::getenv("RMP_SHM_CMA");
+  const bool cma = !cma_env || std::string(cma_env) != "0";
+  const int allreduce_chooses = cma && !std::getenv("RMP_ALLREDUCE_ALGO") ? 1 : 0;
+  int unforced = allreduce_chooses;
   for (const char* v :
        {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLGATHER_ALGO", "RMP_ALLTOALL_ALGO"})
     unforced += std::getenv(v) ? 0 : 1;
-  const int direct_unforced = std::getenv("RMP_ALLTOALL_ALGO") ? 0 : 1;
+  const int direct_unforced = (std::getenv("RMP_ALLTOALL_ALGO") ? 0 : 1) + allreduce_chooses;
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
   const bool shared_cores = cores > 0 && p > cores;
   const std::uint64_t shm = after.coll_shm_path - before.coll_shm_path,
@@ -429,13 +462,18 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   } else if (!shared_cores) {
     EXPECT_EQ(shm + p2p + direct, static_cast<std::uint64_t>(unforced) * calls)
         << "calls that chose a path";
+    // Each decider's first 4 calls of a size take one path, the next 4 another.
     if (unforced > 0) {
-      // Each decider's first 4 calls of a size take one path, the next 4 another.
       EXPECT_GE(shm, 4u) << "node-shared path never taken";
+    }
+    if (unforced > allreduce_chooses) {
       EXPECT_GE(p2p, 4u) << "point-to-point never taken";
     }
+    if (allreduce_chooses) {
+      EXPECT_GE(direct, 4u) << "the direct allreduce never taken";
+    }
   } else {
-    // alltoall chooses between the chunks and the direct path, when it is open.
+    // alltoall and allreduce choose between the chunks and the direct path, when it is open.
     EXPECT_EQ(p2p, 0u) << "point-to-point chosen with ranks sharing cores";
     const std::uint64_t total = shm + direct;
     EXPECT_TRUE(total == 0 || total == static_cast<std::uint64_t>(direct_unforced) * calls)

@@ -219,7 +219,7 @@ TEST(CollSelect, UnknownName_InvalidArgumentListingTheValidNames) {
     EXPECT_EQ(e.code(), Errc::invalid_argument);
     EXPECT_STREQ(e.what(),
                  "allreduce: RMP_ALLREDUCE_ALGO=butterfly is not an algorithm of allreduce (valid: "
-                 "recursive_doubling, rabenseifner, ring, shm)");
+                 "recursive_doubling, rabenseifner, ring, shm, shm_direct)");
   }
   // Every call, not only the first: the value is parsed once, an invalid one kept as such.
   EXPECT_THROW(coll::forced(Coll::allreduce), Error);

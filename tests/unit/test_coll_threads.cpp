@@ -283,6 +283,12 @@ void allreduce_shm(const CommImpl& c, const void* in, void* out, std::size_t cou
     return coll::shm_allreduce(c, *ns, in, out, count, esize, t, op);
   coll::allreduce_recursive_doubling(c, in, out, count, esize, t, op);
 }
+void allreduce_shm_direct(const CommImpl& c, const void* in, void* out, std::size_t count,
+                          std::size_t esize, Type t, Op op) {
+  if (coll::NodeShared* ns = coll::node_shared(c))
+    return coll::shm_allreduce_direct(c, *ns, in, out, count, esize, t, op);
+  coll::allreduce_recursive_doubling(c, in, out, count, esize, t, op);
+}
 void reduce_shm(const CommImpl& c, const void* in, void* out, std::size_t count,
                 std::size_t esize, Type t, Op op, int root) {
   if (coll::NodeShared* ns = coll::node_shared(c))
@@ -375,7 +381,8 @@ const std::pair<const char*, AllreduceFn> kAllreduce[] = {
     {"recursive_doubling", coll::allreduce_recursive_doubling},
     {"rabenseifner", coll::allreduce_rabenseifner},
     {"ring", coll::allreduce_ring},
-    {"shm", allreduce_shm}};
+    {"shm", allreduce_shm},
+    {"shm_direct", allreduce_shm_direct}};
 
 }  // namespace
 
