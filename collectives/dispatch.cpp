@@ -144,6 +144,7 @@ void allgather_with(Coll k, const CommImpl& c, const void* in, void* out, const 
   const PathChoice path(c, algo == AllgatherAlgo::shm ? ns : nullptr, k,
                         total / static_cast<std::size_t>(c.size()), 0);
   if (path.p2p()) algo = choose<AllgatherAlgo>(k, c, total);
+  if (path.direct()) algo = AllgatherAlgo::shm_direct;
   switch (algo) {
     case AllgatherAlgo::recursive_doubling:
       return allgather_recursive_doubling(c, in, out, l);
@@ -153,6 +154,8 @@ void allgather_with(Coll k, const CommImpl& c, const void* in, void* out, const 
       return allgather_ring(c, in, out, l);
     case AllgatherAlgo::shm:
       return shm_allgather(c, *ns, in, out, l);
+    case AllgatherAlgo::shm_direct:
+      return shm_allgather_direct(c, *ns, in, out, l);
   }
 }
 

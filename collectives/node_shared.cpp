@@ -288,7 +288,7 @@ public:
     for (int q = 0; q < n; ++q)
       if (line(q, kProbeResultLine).gen.load(std::memory_order_relaxed) != 1) return;
     direct_ok_ = true;
-    for (const Coll k : {Coll::alltoall, Coll::allreduce}) {
+    for (const Coll k : {Coll::alltoall, Coll::allreduce, Coll::allgather}) {
       const std::size_t a = path_index(k);
       path_enabled_[a] |= 1u << kDirectPath;
       path_times_[a] = PathTimes(path_enabled_[a], path_pace());
@@ -909,6 +909,27 @@ void shm_alltoall_direct(const CommImpl& c, NodeShared& ns, const void* in, void
   ns.set_mark(c, NodeShared::mark(round, 3));
   if (!everyone) return shm_alltoall(c, ns, in, out, bytes);
   ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's input
+}
+
+void shm_allgather_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                          const Layout& l) {
+  if (!ns.direct_ok()) return shm_allgather(c, ns, in, out, l);
+  // One round: every rank publishes where its block is (its input, or its place in its output
+  // in place), copies its own block and reads every other rank's block from there with
+  // cross-memory attach, then leaves once all have read its own.
+  const int n = c.size(), r = c.rank();
+  const std::uint64_t round = ns.next_round();
+  ns.wait_chunk_free(c, round);
+  ns.set_source(c, in ? in : at(out, l.offset(r)));
+  ns.set_mark(c, NodeShared::mark(round, 1));
+  ns.wait_mark(c, NodeShared::mark(round, 1));
+  if (in && l.size(r)) copy_bytes(at(out, l.offset(r)), in, l.size(r));
+  for (int s = 1; s < n; ++s) {  // from r + 1 on, so that not all read one rank at once
+    const int q = (r + s) % n;
+    if (l.size(q)) ns.read_direct(q, ns.source(q), at(out, l.offset(q)), l.size(q));
+  }
+  ns.set_mark(c, NodeShared::mark(round, 3));
+  ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's block
 }
 
 void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,

@@ -25,8 +25,8 @@ NodeShared* node_shared(const detail::CommImpl& c);
 
 // Which path a bcast, reduce (of exact types), allgather(v), alltoall or allreduce takes when
 // the node-shared one was selected: that one, or the point-to-point algorithm the formulas
-// pick, or the direct path (alltoall, allreduce). An allreduce chooses between its two
-// node-shared paths only: they combine in the same order, point-to-point in another. Above
+// pick, or the direct path (allgather(v), alltoall, allreduce). An allreduce chooses between its
+// two node-shared paths only: they combine in the same order, point-to-point in another. Above
 // eager_threshold point-to-point moves data by one copy (a rendezvous get: cross-memory attach, or
 // owner and reader each copying a part), the node-shared paths by two, through shared chunks; which
 // is faster depends on the machine (how dear a cache line moved between cores is) more than on the
@@ -46,7 +46,7 @@ public:
   PathChoice& operator=(const PathChoice&) = delete;
   // Whether this call takes the point-to-point algorithm instead of the node-shared path.
   bool p2p() const { return path_ == 1; }
-  // Whether an allreduce or alltoall takes its direct node-shared path.
+  // Whether an allreduce, allgather(v) or alltoall takes its direct node-shared path.
   bool direct() const { return path_ == 2; }
 
 private:
@@ -91,6 +91,11 @@ void shm_reduce_scatter(const detail::CommImpl& c, NodeShared& ns, const void* i
 // `l`: every rank's block in `out`; `in` == nullptr: in place.
 void shm_allgather(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                    const Layout& l);
+// The same, each rank reading the others' blocks straight from where they are with
+// cross-memory attach (one copy instead of two through the chunks, one round). Where
+// cross-memory attach does not work between the members, shm_allgather.
+void shm_allgather_direct(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                          const Layout& l);
 // Blocks of `bytes` for every rank (`in` == nullptr: in place). Each round moves a piece of
 // every block, all p of them in one chunk: only when a piece is at least a cache line.
 bool shm_alltoall_fits(const detail::CommImpl& c, const NodeShared& ns);

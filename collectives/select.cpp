@@ -169,7 +169,8 @@ constexpr Algorithm kRootedV[] = {{"binomial", t_rootedv_binomial}, {"linear", t
 constexpr Algorithm kAllgather[] = {{"recursive_doubling", t_allgather_recursive_doubling},
                                     {"bruck", t_allgather_bruck},
                                     {"ring", t_allgather_ring},
-                                    {"shm", nullptr}};
+                                    {"shm", nullptr},
+                                    {"shm_direct", nullptr}};
 constexpr Algorithm kAlltoall[] = {{"pairwise", t_alltoall_pairwise},
                                    {"bruck", t_alltoall_bruck},
                                    {"shm", nullptr},

@@ -352,10 +352,11 @@ TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
 }
 
 // Above eager_threshold a bcast, reduce, allgather or alltoall of a node-local communicator whose
-// ranks have cores of their own takes the node-shared path or point-to-point, as the deciding rank
-// measured them (collectives/node_shared.hpp, PathChoice); its first calls of a size take each
-// path in turn. So 24 calls of each in a row, roots rotating (every rank decides some; half the
-// allgathers in place), go
+// ranks have cores of their own takes the node-shared path or point-to-point (an allgather,
+// alltoall or allreduce also its direct path; an allreduce never point-to-point), as the
+// deciding rank measured them (collectives/node_shared.hpp, PathChoice); its first calls of a
+// size take each path in turn. So 24 calls of each in a row, roots rotating (every rank
+// decides some; half the allgathers and allreduces in place), go
 // both ways: every result is checked, and where the choice applies (nothing forced through
 // RMP_<COLL>_ALGO, ranks ≤ cores, more than one rank) the counters must show both paths.
 TEST(CollData, PathChoice_BothPathsCarryTheData) {
@@ -440,8 +441,9 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
             after.coll_shm_path + after.coll_p2p_path + after.coll_direct_path)
       << "a floating reduce chose a path";
   // Every call that chose counts once on every rank, in one of the three counters. With
-  // ranks sharing cores only alltoalls and allreduces choose (node-shared through the chunks,
-  // or direct where cross-memory attach works between the ranks), and never point-to-point.
+  // ranks sharing cores only alltoalls, allgathers and allreduces choose (node-shared through
+  // the chunks, or direct where cross-memory attach works between the ranks), and never
+  // point-to-point.
   // An allreduce chooses only between those two, with or without cores of its own.
   const char* cma_env = std::getenv("RMP_SHM_CMA");
   const bool cma = !cma_env || std::string(cma_env) != "0";
@@ -450,7 +452,8 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   for (const char* v :
        {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLGATHER_ALGO", "RMP_ALLTOALL_ALGO"})
     unforced += std::getenv(v) ? 0 : 1;
-  const int direct_unforced = (std::getenv("RMP_ALLTOALL_ALGO") ? 0 : 1) + allreduce_chooses;
+  const int direct_unforced = (std::getenv("RMP_ALLTOALL_ALGO") ? 0 : 1) +
+                              (std::getenv("RMP_ALLGATHER_ALGO") ? 0 : 1) + allreduce_chooses;
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
   const bool shared_cores = cores > 0 && p > cores;
   const std::uint64_t shm = after.coll_shm_path - before.coll_shm_path,
@@ -473,7 +476,8 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
       EXPECT_GE(direct, 4u) << "the direct allreduce never taken";
     }
   } else {
-    // alltoall and allreduce choose between the chunks and the direct path, when it is open.
+    // alltoall, allgather and allreduce choose between the chunks and the direct path, when
+    // it is open.
     EXPECT_EQ(p2p, 0u) << "point-to-point chosen with ranks sharing cores";
     const std::uint64_t total = shm + direct;
     EXPECT_TRUE(total == 0 || total == static_cast<std::uint64_t>(direct_unforced) * calls)

@@ -289,6 +289,11 @@ void allreduce_shm_direct(const CommImpl& c, const void* in, void* out, std::siz
     return coll::shm_allreduce_direct(c, *ns, in, out, count, esize, t, op);
   coll::allreduce_recursive_doubling(c, in, out, count, esize, t, op);
 }
+void allgather_shm_direct(const CommImpl& c, const void* in, void* out, const Layout& l) {
+  if (coll::NodeShared* ns = coll::node_shared(c))
+    return coll::shm_allgather_direct(c, *ns, in, out, l);
+  coll::allgather_ring(c, in, out, l);
+}
 void reduce_shm(const CommImpl& c, const void* in, void* out, std::size_t count,
                 std::size_t esize, Type t, Op op, int root) {
   if (coll::NodeShared* ns = coll::node_shared(c))
@@ -550,7 +555,8 @@ TEST(CollThreads, Allgather_EveryAlgorithmRankCountAndLayout) {
       {"recursive_doubling", coll::allgather_recursive_doubling},
       {"bruck", coll::allgather_bruck},
       {"ring", coll::allgather_ring},
-      {"shm", allgather_shm}};
+      {"shm", allgather_shm},
+      {"shm_direct", allgather_shm_direct}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::uint64_t salt = 2000;
