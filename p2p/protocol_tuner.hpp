@@ -32,7 +32,7 @@ namespace rmp::p2p {
 
 class ProtocolTuner {
 public:
-  // Buckets entirely inside (max(inline_threshold, eager_threshold / 4), reach] are tuned,
+  // Buckets entirely inside (max(inline_threshold, eager_threshold / 8), reach] are tuned,
   // where reach is the larger of 2 × eager_threshold and `eager_reach` (Engine: a quarter of
   // the transports' eager buffer, so that four of the largest eager messages fit in it: the
   // shm byte ring of 1 MiB gives 256 KiB, the top of the static eager_threshold sweep the
@@ -40,23 +40,30 @@ public:
   // first send (a bucket straddling eager_threshold: 64 KiB ping-pongs with eager_threshold
   // 60000 started eager, where the bucket's smallest sizes go, 8.0 us one way against 5.2 by
   // rendezvous, and took ~200 sends to move).
+  // Sends alone are tuned up to 2 × eager_threshold only, streams up to reach: above it a
+  // send alone pays the sender's copy into the eager buffer and the receiver's copy out one
+  // after the other, where rendezvous copies once, and only in a stream do the copies of
+  // successive sends overlap. (Explored there all the same, three eager sends of 256 KiB
+  // among a ping-pong benchmark's 333 made it 4-10 % slower than the static rule; with
+  // eager_threshold 60000 they run at ~42 us one way against 12 by rendezvous.)
   // Eager credits stay sized for 2 × eager_threshold: a larger eager message takes more of
   // the same pool, and goes by rendezvous when the pool is short. eager_threshold 0 (no
   // eager at all) tunes nothing.
   ProtocolTuner(std::size_t inline_threshold, std::size_t eager_threshold,
                 std::size_t eager_reach = 0)
       : eager_threshold_(eager_threshold) {
-    const std::size_t low = std::max(inline_threshold, eager_threshold / 4);
+    const std::size_t low = std::max(inline_threshold, eager_threshold / 8);
     const std::size_t high = eager_threshold == 0 ? 0 : std::max(2 * eager_threshold, eager_reach);
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
       const std::size_t lo = std::size_t{1} << (b - 1), hi = std::size_t{1} << b;
       if (lo < low || hi > high) continue;
-      alone_.enable(b, {});  // its start is set at its first send (post)
+      // Its start is set at its first send (post).
+      if (hi <= 2 * eager_threshold) alone_.enable(b, {});
       stream_.enable(b, {});
     }
   }
 
-  bool tunes(std::size_t bytes) const { return alone_.enabled(rt::HillTuner::bucket_of(bytes)); }
+  bool tunes(std::size_t bytes) const { return stream_.enabled(rt::HillTuner::bucket_of(bytes)); }
 
   struct Pick {
     bool eager;
@@ -67,10 +74,10 @@ public:
   // release() must follow for each.
   Pick post(std::size_t bytes, std::int64_t now_ns) {
     const std::size_t b = rt::HillTuner::bucket_of(bytes);
-    if (!started_[b] && alone_.enabled(b)) {
+    if (!started_[b] && stream_.enabled(b)) {
       started_[b] = true;
       const rt::HillTuner::Setting start = setting(bytes <= eager_threshold_);
-      alone_.enable(b, start);
+      if (alone_.enabled(b)) alone_.enable(b, start);
       stream_.enable(b, start);
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
@@ -81,7 +88,10 @@ public:
       const Stream before = cut ? s_ : last_;
       last_.judged = false;
       const bool moved = judge_stream(before, b, now_ns);
-      const rt::HillTuner::Choice c = streamed_[b] ? stream_.choose(b) : alone_.choose(b);
+      const rt::HillTuner::Choice c =
+          streamed_[b]        ? stream_.choose(b)
+          : alone_.enabled(b) ? alone_.choose(b)
+                              : rt::HillTuner::Choice{setting(bytes <= eager_threshold_), false};
       s_ = {.bucket = b,
             .eager = c.setting[0] == kEager,
             .explore = c.explore,
@@ -149,6 +159,16 @@ private:
   // exploration, 8 streams later.
   static constexpr rt::HillTuner::Pace kStreamPace{
       .window = 1, .burst = 1, .period = 8, .skip_edges = false};
+  // Sends alone explore in bursts of 3, every use judged: a send alone is judged on its round
+  // trip, which holds what changing protocol costs, and nothing pipelined carries over from
+  // the sends before it (the get tuner's chunks in flight do: it skips a burst's first use).
+  // A far worse protocol then backs off after 3 sends of it, not 4: eager 256 KiB ping-pongs
+  // run at ~42 us one way against 12 by rendezvous, and 4 explored among a benchmark's 333
+  // made it 10-13 % slower than the static rule (tune-proof).
+  static constexpr rt::HillTuner::Pace kAlonePace{.window = rt::HillTuner::kWindow,
+                                                  .burst = 3,
+                                                  .period = rt::HillTuner::kExplorePeriod,
+                                                  .skip_edges = false};
 
   struct Stream {
     std::size_t bucket = 0;
@@ -197,7 +217,7 @@ private:
   }
 
   std::size_t eager_threshold_;
-  rt::HillTuner alone_{{2, 1, 1}};
+  rt::HillTuner alone_{{2, 1, 1}, kAlonePace};
   rt::HillTuner stream_{{2, 1, 1}, kStreamPace};
   std::array<bool, rt::HillTuner::kBuckets> streamed_{};  // the bucket's last stream had > 1 send
   std::array<bool, rt::HillTuner::kBuckets> started_{};   // the bucket has had a send

@@ -80,6 +80,7 @@ public:
     b = Bucket{};
     b.enabled = true;
     b.current = start;
+    b.next_explore = pace_.period;
   }
   bool enabled(std::size_t bucket) const { return buckets_[bucket].enabled; }
   const Setting& current(std::size_t bucket) const { return buckets_[bucket].current; }
@@ -97,7 +98,8 @@ public:
       --b.burst_left;
       return {b.candidate, true};
     }
-    if (b.uses % explore_period_of(b) != 0 || b.now.count < pace_.window) return {b.current, false};
+    if (b.uses < b.next_explore || b.now.count < pace_.window) return {b.current, false};
+    b.next_explore = b.uses + explore_period_of(b);  // (again from the judgement, below)
     if (!b.has_candidate && !pick_candidate(b)) return {b.current, false};
     ++explorations_;
     b.burst_left = pace_.burst - 1;
@@ -159,6 +161,11 @@ public:
         b.backoff = std::min(b.backoff + 1, kMaxBackoff);
       }
     }
+    // The next exploration a whole period after this one's judgement: counted from the
+    // judgement, a doubled period delays it (counted as multiples of the period, a loss at use
+    // 8 of period 8 brought the next exploration at use 16 all the same: a bandwidth run of
+    // 22 windows explored 2 eager windows of 64 KiB sends, 14 % slower than rendezvous alone).
+    b.next_explore = b.uses + explore_period_of(b);
     b.has_candidate = false;
     b.cand = Window{};
     b.burst_left = 0;
@@ -202,6 +209,7 @@ private:
     Setting candidate{};
     std::uint8_t next_step = 0;  // step = dimension × 2 + (0: down, 1: up)
     std::uint64_t uses = 0;
+    std::uint64_t next_explore = 0;      // uses before which nothing is explored
     std::uint32_t burst_left = 0;        // uses of the candidate left in this burst
     std::uint32_t unjudged_cand = 0;     // candidate observations to skip (burst starts)
     std::uint32_t cand_pending = 0;      // candidate observations still to come

@@ -363,9 +363,10 @@ PingPong ping_pong(p2p::ProtocolTuner& t, std::size_t bytes, std::int64_t& clock
 TEST(ProtocolTuner, TunesOnlyAroundTheEagerThreshold_StartingFromTheStaticRule) {
   p2p::ProtocolTuner t(44, 16384);
   std::int64_t clock = 0;
-  // tuned buckets: (4096, 8192], (8192, 16384], (16384, 32768]
-  EXPECT_FALSE(t.tunes(4096));
-  EXPECT_TRUE(t.tunes(4097));
+  // tuned buckets: (2048, 4096], (4096, 8192], (8192, 16384], (16384, 32768]
+  EXPECT_FALSE(t.tunes(2048));
+  EXPECT_TRUE(t.tunes(2049));
+  EXPECT_TRUE(t.tunes(4096));
   EXPECT_TRUE(t.tunes(16384));
   EXPECT_TRUE(t.tunes(32768));
   EXPECT_FALSE(t.tunes(32769));
@@ -400,8 +401,8 @@ TEST(ProtocolTuner, StraddlingBucket_StartsWithTheStaticRuleForItsFirstSize) {
 TEST(ProtocolTuner, ReachesAQuarterOfTheEagerBuffer) {
   p2p::ProtocolTuner t(44, 30000, 262144);
   std::int64_t clock = 0;
-  EXPECT_FALSE(t.tunes(4096));  // below eager_threshold / 4 = 7500
-  EXPECT_TRUE(t.tunes(8193));
+  EXPECT_FALSE(t.tunes(4096));  // (2048, 4096] reaches below eager_threshold / 8 = 3750
+  EXPECT_TRUE(t.tunes(4097));
   EXPECT_TRUE(t.tunes(65536));
   EXPECT_TRUE(t.tunes(262144));
   EXPECT_FALSE(t.tunes(262145));
@@ -470,6 +471,31 @@ bool send_window(p2p::ProtocolTuner& t, std::size_t bytes, int n, std::int64_t& 
   for (int i = 0; i < n; ++i) t.release();  // streams are judged at the next
   clock += took;
   return first.moved;
+}
+
+// Above 2 x eager_threshold, in the transport's reach, sends alone keep the static rule
+// (rendezvous) and never explore, even where eager would make the faster round trip here:
+// a real send alone there pays both eager copies in series. Streams of that size still tune.
+TEST(ProtocolTuner, SendsAloneAboveTwiceTheThreshold_KeepTheStaticRule) {
+  p2p::ProtocolTuner t(44, 30000, 262144);
+  const std::size_t size = 262144;
+  std::int64_t clock = 0;
+  EXPECT_TRUE(t.tunes(size));
+  const PingPong r = ping_pong(
+      t, size, clock, 8 * kUsesPerWindow, [](bool eager) { return eager ? 1000 : 2500; },
+      [](bool eager) { return eager ? 3000 : 9000; });
+  EXPECT_EQ(r.eager, 0) << "a send alone went eager";
+  EXPECT_EQ(r.moves, 0);
+  int windows = 0;
+  auto cost = [](bool eager) -> std::int64_t { return eager ? 5000 : 7500; };
+  while (windows < 40 && !send_window(t, size, 64, clock, cost)) ++windows;
+  EXPECT_LT(windows, 16) << "windows before the stream moved to eager";
+  // Buckets up to 2 x eager_threshold tune their sends alone: (16 KiB, 32 KiB] moves to a
+  // faster rendezvous.
+  const PingPong below = ping_pong(
+      t, 30000, clock, 8 * kUsesPerWindow, [](bool eager) { return eager ? 1000 : 2500; },
+      [](bool eager) { return eager ? 9000 : 3000; }, true);
+  EXPECT_EQ(below.moves, 1);
 }
 
 // Sends alone of two sizes in turn (a ping-pong whose messages alternate between two buckets):
