@@ -46,11 +46,13 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
   auto algo = choose<ReduceAlgo>(Coll::reduce, c, bytes, ns != nullptr);
   // Floating sums and products are not associative: the node-shared reduce and the tree
   // algorithms combine in different orders, so choosing between them by measurement would
-  // let two equal calls return different bits. Exact types only.
+  // let two equal calls return different bits. A floating reduce chooses between the two
+  // node-shared paths only (both combine in rank order).
   const bool exact = t != Type::f32 && t != Type::f64 && t != Type::c32 && t != Type::c64;
-  const PathChoice path(c, algo == ReduceAlgo::shm && exact ? ns : nullptr, Coll::reduce, bytes,
-                        root);
+  const PathChoice path(c, algo == ReduceAlgo::shm ? ns : nullptr, Coll::reduce, bytes, root,
+                        exact);
   if (path.p2p()) algo = choose<ReduceAlgo>(Coll::reduce, c, bytes);
+  if (path.direct()) algo = ReduceAlgo::shm_direct;
   switch (algo) {
     case ReduceAlgo::binomial:
       return reduce_binomial(c, in, out, count, esize, t, op, root);
@@ -58,6 +60,8 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
       return reduce_rabenseifner(c, in, out, count, esize, t, op, root);
     case ReduceAlgo::shm:
       return shm_reduce(c, *ns, in, out, count, esize, t, op, root);
+    case ReduceAlgo::shm_direct:
+      return shm_reduce_direct(c, *ns, in, out, count, esize, t, op, root);
   }
 }
 

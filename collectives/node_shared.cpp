@@ -118,9 +118,11 @@ public:
     for (auto& c : store_choice_)
       c = StoreChoice(store_modes, {.period = 64, .burst = 2, .favour = kCached, .margin = 0.15});
     path_enabled_.fill(p2p_paths ? 1u << kShmPath | 1u << kP2pPath : 1u << kShmPath);
-    // Not an allreduce: point-to-point combines floating values in another order, and two
-    // equal calls must give equal bits. It chooses between its node-shared paths alone.
+    // Not an allreduce nor a floating reduce: point-to-point combines floating values in
+    // another order, and two equal calls must give equal bits. They choose between their
+    // node-shared paths alone.
     path_enabled_[path_index(Coll::allreduce)] = 1u << kShmPath;
+    path_enabled_[path_index(Coll::reduce, false)] = 1u << kShmPath;
     for (std::size_t i = 0; i < path_times_.size(); ++i)
       path_times_[i] = PathTimes(path_enabled_[i], path_pace());
   }
@@ -210,15 +212,17 @@ public:
   // ---- Path choice (PathChoice) ----
   static constexpr int kShmPath = 0, kP2pPath = 1, kDirectPath = 2;
   using PathTimes = rt::MeasuredChoice<3>;
-  // The paths open to a call of k (bit m for path m): a choice needs two.
-  unsigned paths(Coll k) { return path_enabled_[path_index(k)]; }
-  PathTimes& path_times(Coll k) { return path_times_[path_index(k)]; }
-  static std::size_t path_index(Coll k) {
+  // The paths open to calls of index i (path_index; bit m for path m): a choice needs two.
+  unsigned paths(std::size_t i) { return path_enabled_[i]; }
+  PathTimes& path_times(std::size_t i) { return path_times_[i]; }
+  // `exact`: a reduction of an exact type (a floating one has its own choice, without
+  // point-to-point: see PathChoice).
+  static std::size_t path_index(Coll k, bool exact = true) {
     switch (k) {
       case Coll::bcast:
         return 0;
       case Coll::reduce:
-        return 1;
+        return exact ? 1 : 5;
       case Coll::alltoall:
         return 2;
       case Coll::allreduce:
@@ -288,8 +292,9 @@ public:
     for (int q = 0; q < n; ++q)
       if (line(q, kProbeResultLine).gen.load(std::memory_order_relaxed) != 1) return;
     direct_ok_ = true;
-    for (const Coll k : {Coll::alltoall, Coll::allreduce, Coll::allgather}) {
-      const std::size_t a = path_index(k);
+    for (const std::size_t a :
+         {path_index(Coll::alltoall), path_index(Coll::allreduce), path_index(Coll::allgather),
+          path_index(Coll::reduce), path_index(Coll::reduce, false)}) {
       path_enabled_[a] |= 1u << kDirectPath;
       path_times_[a] = PathTimes(path_enabled_[a], path_pace());
     }
@@ -459,8 +464,9 @@ private:
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, 6> store_choice_;
-  std::array<PathTimes, 5> path_times_;  // bcast, reduce, alltoall, allgather(v), allreduce
-  std::array<unsigned, 5> path_enabled_{};
+  // bcast, reduce (exact), alltoall, allgather(v), allreduce, reduce (floating)
+  std::array<PathTimes, 6> path_times_;
+  std::array<unsigned, 6> path_enabled_{};
   bool direct_ok_ = false;
   std::vector<std::byte> scratch_;
   std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
@@ -525,12 +531,14 @@ NodeShared* node_shared(const CommImpl& c) {
   return ns.get();
 }
 
-PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider)
-    : k_(k), bytes_(bytes) {
+PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider,
+                       bool exact)
+    : index_(NodeShared::path_index(k, exact)), bytes_(bytes) {
   if (!ns) return;
   rt::Context& ctx = c.engine().context();
   // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
-  if (bytes <= ctx.params().eager_threshold || std::popcount(ns->paths(k)) < 2 || forced(k) >= 0)
+  if (bytes <= ctx.params().eager_threshold || std::popcount(ns->paths(index_)) < 2 ||
+      forced(k) >= 0)
     return;
   std::uint8_t path = NodeShared::kShmPath;
   const std::uint64_t b = ns->next_small_bcast();
@@ -538,7 +546,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
     t0_ = std::chrono::steady_clock::now();
     timed_ = ns;
     unwinding_ = std::uncaught_exceptions();
-    path = static_cast<std::uint8_t>(ns->path_times(k).choose(bytes));
+    path = static_cast<std::uint8_t>(ns->path_times(index_).choose(bytes));
     ns->small_bcast_root(c, &path, 1, b);
   } else {
     ns->small_bcast_receive(c, &path, 1, decider, b);
@@ -553,7 +561,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
 PathChoice::~PathChoice() {
   if (!timed_ || std::uncaught_exceptions() > unwinding_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  timed_->path_times(k_).record(path_, bytes_, s);
+  timed_->path_times(index_).record(path_, bytes_, s);
 }
 
 void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.next_gen()); }
@@ -930,6 +938,46 @@ void shm_allgather_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   }
   ns.set_mark(c, NodeShared::mark(round, 3));
   ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's block
+}
+
+void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                       std::size_t count, std::size_t esize, Type t, Op op, int root) {
+  if (!ns.direct_ok() || count * esize <= kMaxBytes)
+    return shm_reduce(c, ns, in, out, count, esize, t, op, root);
+  // One round: every rank publishes where its input is (`out` in place, at the root or not);
+  // the root reads the others' inputs block by block with cross-memory attach and combines
+  // them in rank order into its output (the same bits as shm_reduce); the others leave once
+  // it has read them all.
+  const int n = c.size(), r = c.rank();
+  const auto* src = static_cast<const std::byte*>(in ? in : out);
+  const std::uint64_t round = ns.next_round();
+  ns.wait_chunk_free(c, round);
+  ns.set_source(c, src);
+  ns.set_mark(c, NodeShared::mark(round, 1));
+  if (r != root) {
+    ns.wait_mark(c, NodeShared::mark(round, 3), root);  // the root has read this input
+    ns.set_mark(c, NodeShared::mark(round, 3));
+    return;
+  }
+  ns.wait_mark(c, NodeShared::mark(round, 1));
+  auto* dst = static_cast<std::byte*>(out);
+  const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
+  std::byte* tmp = ns.scratch(3 * block);
+  for (std::size_t first = 0; first < count; first += per) {
+    const std::size_t cnt = std::min(per, count - first), pos = first * esize, len = cnt * esize;
+    std::byte* acc = dst + pos;
+    const std::byte* own = src + pos;
+    if (!in) own = static_cast<const std::byte*>(std::memcpy(tmp + 2 * block, own, len));
+    auto part = [&](int q, std::byte* into) -> const std::byte* {
+      if (q == r) return own;
+      ns.read_direct(q, static_cast<const std::byte*>(ns.source(q)) + pos, into, len);
+      return into;
+    };
+    const std::byte* p0 = part(0, tmp);
+    reduce_into(op, t, p0, part(1, tmp + block), acc, cnt);
+    for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
+  }
+  ns.set_mark(c, NodeShared::mark(round, 3));  // (the others' marks follow; nothing to wait for)
 }
 
 void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,

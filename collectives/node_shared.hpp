@@ -23,10 +23,11 @@ class NodeShared;
 // shared memory cannot serve it (ranks on several nodes, a single rank).
 NodeShared* node_shared(const detail::CommImpl& c);
 
-// Which path a bcast, reduce (of exact types), allgather(v), alltoall or allreduce takes when
-// the node-shared one was selected: that one, or the point-to-point algorithm the formulas
-// pick, or the direct path (allgather(v), alltoall, allreduce). An allreduce chooses between its
-// two node-shared paths only: they combine in the same order, point-to-point in another. Above
+// Which path a bcast, reduce, allgather(v), alltoall or allreduce takes when the node-shared
+// one was selected: that one, or the point-to-point algorithm the formulas pick, or the direct
+// path (reduce, allgather(v), alltoall, allreduce). An allreduce, and a reduce of floating or
+// complex values, choose between their two node-shared paths only: they combine in the same
+// order, point-to-point in another, and two equal calls must give equal bits. Above
 // eager_threshold point-to-point moves data by one copy (a rendezvous get: cross-memory attach, or
 // owner and reader each copying a part), the node-shared paths by two, through shared chunks; which
 // is faster depends on the machine (how dear a cache line moved between cores is) more than on the
@@ -40,18 +41,21 @@ class PathChoice {
 public:
   // `ns`: the communicator's node-shared state when the call selected that path, else nullptr
   // (then nothing is chosen: p2p() is false).
-  PathChoice(const detail::CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider);
+  // `exact`: a reduce of an exact type (a floating one chooses between its node-shared paths
+  // only, which combine in the same order).
+  PathChoice(const detail::CommImpl& c, NodeShared* ns, Coll k, std::size_t bytes, int decider,
+             bool exact = true);
   ~PathChoice();  // the decider's time for the call
   PathChoice(const PathChoice&) = delete;
   PathChoice& operator=(const PathChoice&) = delete;
   // Whether this call takes the point-to-point algorithm instead of the node-shared path.
   bool p2p() const { return path_ == 1; }
-  // Whether an allreduce, allgather(v) or alltoall takes its direct node-shared path.
+  // Whether the call takes its collective's direct node-shared path.
   bool direct() const { return path_ == 2; }
 
 private:
   NodeShared* timed_ = nullptr;  // set at the decider
-  Coll k_;
+  std::size_t index_;            // NodeShared::path_index
   std::size_t bytes_;
   int path_ = 0;  // NodeShared::kShmPath, kP2pPath or kDirectPath
   int unwinding_ = 0;  // std::uncaught_exceptions() at construction
@@ -77,6 +81,12 @@ void shm_allreduce_compressed(const detail::CommImpl& c, NodeShared& ns, const v
 // nullptr: in place at the root, the input in `out` elsewhere).
 void shm_reduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                 std::size_t count, std::size_t esize, detail::Type t, Op op, int root);
+// The same, the root reading the others' inputs block by block with cross-memory attach and
+// combining them in rank order (the same bits as shm_reduce): one copy instead of two through
+// the chunks, one round; the others leave once the root has read them. Where cross-memory
+// attach does not work between the members, shm_reduce.
+void shm_reduce_direct(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
+                       std::size_t count, std::size_t esize, detail::Type t, Op op, int root);
 void shm_bcast(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root);
 // The same, the others reading straight from the root's buffer with cross-memory attach (one
 // copy instead of two through the root's chunks); the root leaves once all have read. Where

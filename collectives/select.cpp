@@ -158,7 +158,8 @@ constexpr Algorithm kBcast[] = {{"binomial", t_bcast_binomial},
                                 {"shm_direct", nullptr}};
 constexpr Algorithm kReduce[] = {{"binomial", t_reduce_binomial},
                                  {"rabenseifner", t_reduce_rabenseifner},
-                                 {"shm", nullptr}};
+                                 {"shm", nullptr},
+                                 {"shm_direct", nullptr}};
 constexpr Algorithm kAllreduce[] = {{"recursive_doubling", t_allreduce_recursive_doubling},
                                     {"rabenseifner", t_allreduce_rabenseifner},
                                     {"ring", t_allreduce_ring},

@@ -49,17 +49,18 @@ inline constexpr std::size_t kCollCount = 16;
 // they are taken whenever the call can use them (a node-local communicator; for alltoall,
 // pieces of at least a cache line) unless RMP_<COLL>_ALGO forces another algorithm; above
 // eager_threshold a bcast, reduce, allgather(v) or alltoall may still take the formulas' pick
-// instead, and an allreduce, allgather(v) or alltoall its direct path, as measured (PathChoice,
-// node_shared.hpp).
+// instead, and a reduce, allreduce, allgather(v) or alltoall its direct path, as measured
+// (PathChoice, node_shared.hpp).
 enum class BarrierAlgo : std::uint8_t { dissemination, shm };
 enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm, shm_direct };
-enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner, shm };
+enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner, shm, shm_direct };
 enum class AllreduceAlgo : std::uint8_t { recursive_doubling, rabenseifner, ring, shm, shm_direct };
 enum class RootedAlgo : std::uint8_t { binomial, linear };  // gather(v), scatter(v)
 enum class AllgatherAlgo : std::uint8_t { recursive_doubling, bruck, ring, shm, shm_direct };
-// shm_direct (bcast, allreduce, allgather(v), alltoall): the others read straight from the
-// root's buffer, or from each rank's input or block (the allreduce also writes each result slice
-// into the others' outputs), with cross-memory attach (node_shared.hpp): one copy instead of two.
+// shm_direct (bcast, reduce, allreduce, allgather(v), alltoall): the others read straight from
+// the root's buffer (the root of a reduce from theirs), or from each rank's input or block (the
+// allreduce also writes each result slice into the others' outputs), with cross-memory attach
+// (node_shared.hpp): one copy instead of two.
 enum class AlltoallAlgo : std::uint8_t { pairwise, bruck, shm, shm_direct };
 enum class ReduceScatterAlgo : std::uint8_t { recursive_halving, ring, shm };
 enum class ScanAlgo : std::uint8_t { recursive_doubling, chain };

@@ -351,14 +351,14 @@ TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
     }
 }
 
-// Above eager_threshold a bcast, reduce, allgather or alltoall of a node-local communicator whose
-// ranks have cores of their own takes the node-shared path or point-to-point (an allgather,
-// alltoall or allreduce also its direct path; an allreduce never point-to-point), as the
-// deciding rank measured them (collectives/node_shared.hpp, PathChoice); its first calls of a
-// size take each path in turn. So 24 calls of each in a row, roots rotating (every rank
-// decides some; half the allgathers and allreduces in place), go
-// both ways: every result is checked, and where the choice applies (nothing forced through
-// RMP_<COLL>_ALGO, ranks ≤ cores, more than one rank) the counters must show both paths.
+// Above eager_threshold a bcast, reduce, allreduce, allgather or alltoall of a node-local
+// communicator takes the node-shared path, point-to-point (ranks with cores of their own; not
+// an allreduce nor a floating reduce) or its direct path (not a bcast), as the deciding rank
+// measured them (collectives/node_shared.hpp, PathChoice); its first calls of a size take each
+// path in turn. So 24 calls of each in a row, roots rotating (every rank decides some; half
+// the allgathers and allreduces in place), then 12 floating reduces, go every way: every
+// result is checked (floating ones bit for bit where both paths combine in rank order), and
+// the counters must show each path that is open taken and no other.
 TEST(CollData, PathChoice_BothPathsCarryTheData) {
   const rmp::Comm& w = rmp::world();
   const int p = size(), me = rank();
@@ -429,59 +429,71 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
           << "alltoall " << k << " from " << q;
   }
   const rmp::rt::Counters after = rmp::rt::counters();
-  // A floating reduce never chooses: two equal calls must give equal bits, and the node-
-  // shared reduce and the trees combine in different orders.
-  for (int k = 0; k < 12; ++k) {
-    auto in = exact_input<double>(Op::sum, me, n, 600);
+  // A floating reduce chooses between the node-shared paths only, never point-to-point (two
+  // equal calls must give equal bits): both combine in rank order, as the reference does.
+  const char* reduce_algo = std::getenv("RMP_REDUCE_ALGO");
+  const bool node_shared_reduce = !reduce_algo || std::string_view(reduce_algo).starts_with("shm");
+  constexpr int kFloatingReduces = 12;
+  for (int k = 0; k < kFloatingReduces; ++k) {
+    const int root = k % p;
+    const auto own = make_message<double>(n, seed(me, k, n, 15));
     std::vector<double> out(n, -1);
-    w.reduce(in.data(), out.data(), n, Op::sum, k % p);
+    w.reduce(own.data(), out.data(), n, Op::sum, root);
+    if (me != root) continue;
+    std::vector<double> ref = make_message<double>(n, seed(0, k, n, 15));
+    for (int q = 1; q < p; ++q) {
+      const auto part = make_message<double>(n, seed(q, k, n, 15));
+      for (std::size_t i = 0; i < n; ++i) ref[i] += part[i];
+    }
+    if (node_shared_reduce) {
+      EXPECT_EQ(std::memcmp(out.data(), ref.data(), n * sizeof(double)), 0) << "reduce " << k;
+    } else {
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(out[i], ref[i], 1e-12 * std::abs(ref[i])) << "reduce " << k << " at " << i;
+    }
   }
   const rmp::rt::Counters later = rmp::rt::counters();
-  EXPECT_EQ(later.coll_shm_path + later.coll_p2p_path + later.coll_direct_path,
-            after.coll_shm_path + after.coll_p2p_path + after.coll_direct_path)
-      << "a floating reduce chose a path";
-  // Every call that chose counts once on every rank, in one of the three counters. With
-  // ranks sharing cores only alltoalls, allgathers and allreduces choose (node-shared through
-  // the chunks, or direct where cross-memory attach works between the ranks), and never
-  // point-to-point.
-  // An allreduce chooses only between those two, with or without cores of its own.
+  EXPECT_EQ(later.coll_p2p_path, after.coll_p2p_path) << "a floating reduce took point-to-point";
+
+  // Every call that chose counts once on every rank, in one of the three counters. A call
+  // chooses when more than one path is open to it: point-to-point only while every rank has
+  // a core of its own (with ranks sharing cores every rendezvous handshake waits for a
+  // switch), and never for an allreduce or a floating reduce; the direct path (not a
+  // bcast's) where cross-memory attach works between the ranks.
   const char* cma_env = std::getenv("RMP_SHM_CMA");
   const bool cma = !cma_env || std::string(cma_env) != "0";
-  const int allreduce_chooses = cma && !std::getenv("RMP_ALLREDUCE_ALGO") ? 1 : 0;
-  int unforced = allreduce_chooses;
-  for (const char* v :
-       {"RMP_BCAST_ALGO", "RMP_REDUCE_ALGO", "RMP_ALLGATHER_ALGO", "RMP_ALLTOALL_ALGO"})
-    unforced += std::getenv(v) ? 0 : 1;
-  const int direct_unforced = (std::getenv("RMP_ALLTOALL_ALGO") ? 0 : 1) +
-                              (std::getenv("RMP_ALLGATHER_ALGO") ? 0 : 1) + allreduce_chooses;
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
-  const bool shared_cores = cores > 0 && p > cores;
-  const std::uint64_t shm = after.coll_shm_path - before.coll_shm_path,
-                      p2p = after.coll_p2p_path - before.coll_p2p_path,
-                      direct = after.coll_direct_path - before.coll_direct_path;
+  const bool p2p_open = !(cores > 0 && p > cores);
+  auto chooses = [&](const char* env, bool p2p, bool direct) {
+    return p > 1 && !std::getenv(env) && (p2p && p2p_open) + (direct && cma) >= 1;
+  };
+  const bool bcast = chooses("RMP_BCAST_ALGO", true, false),
+             reduce = chooses("RMP_REDUCE_ALGO", true, true),
+             allreduce = chooses("RMP_ALLREDUCE_ALGO", false, true),
+             allgather = chooses("RMP_ALLGATHER_ALGO", true, true),
+             alltoall = chooses("RMP_ALLTOALL_ALGO", true, true),
+             floating_reduce = chooses("RMP_REDUCE_ALGO", false, true);
   const std::uint64_t calls = static_cast<std::uint64_t>(kCalls);
-  if (p < 2) {
-    EXPECT_EQ(shm + p2p + direct, 0u) << "a path chosen on one rank";
-  } else if (!shared_cores) {
-    EXPECT_EQ(shm + p2p + direct, static_cast<std::uint64_t>(unforced) * calls)
-        << "calls that chose a path";
-    // Each decider's first 4 calls of a size take one path, the next 4 another.
-    if (unforced > 0) {
-      EXPECT_GE(shm, 4u) << "node-shared path never taken";
-    }
-    if (unforced > allreduce_chooses) {
-      EXPECT_GE(p2p, 4u) << "point-to-point never taken";
-    }
-    if (allreduce_chooses) {
-      EXPECT_GE(direct, 4u) << "the direct allreduce never taken";
-    }
+  const std::uint64_t expected =
+      calls * static_cast<std::uint64_t>(bcast + reduce + allreduce + allgather + alltoall) +
+      (floating_reduce ? kFloatingReduces : 0u);
+  const std::uint64_t shm = later.coll_shm_path - before.coll_shm_path,
+                      p2p = later.coll_p2p_path - before.coll_p2p_path,
+                      direct = later.coll_direct_path - before.coll_direct_path;
+  EXPECT_EQ(shm + p2p + direct, expected) << "calls that chose a path";
+  // Each decider's first 4 calls of a size take one path, the next 4 another.
+  if (expected > 0) {
+    EXPECT_GE(shm, 4u) << "node-shared path never taken";
+  }
+  if (p2p_open && (bcast || reduce || allgather || alltoall)) {
+    EXPECT_GE(p2p, 4u) << "point-to-point never taken";
   } else {
-    // alltoall, allgather and allreduce choose between the chunks and the direct path, when
-    // it is open.
-    EXPECT_EQ(p2p, 0u) << "point-to-point chosen with ranks sharing cores";
-    const std::uint64_t total = shm + direct;
-    EXPECT_TRUE(total == 0 || total == static_cast<std::uint64_t>(direct_unforced) * calls)
-        << total << " calls chose";
+    EXPECT_EQ(p2p, 0u) << "point-to-point taken where it is not open";
+  }
+  if (cma && (reduce || allreduce || allgather || alltoall || floating_reduce)) {
+    EXPECT_GE(direct, 4u) << "a direct path never taken";
+  } else {
+    EXPECT_EQ(direct, 0u) << "a direct path taken where it is not open";
   }
 }
 

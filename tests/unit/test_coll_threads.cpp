@@ -283,6 +283,12 @@ void allreduce_shm(const CommImpl& c, const void* in, void* out, std::size_t cou
     return coll::shm_allreduce(c, *ns, in, out, count, esize, t, op);
   coll::allreduce_recursive_doubling(c, in, out, count, esize, t, op);
 }
+void reduce_shm_direct(const CommImpl& c, const void* in, void* out, std::size_t count,
+                       std::size_t esize, Type t, Op op, int root) {
+  if (coll::NodeShared* ns = coll::node_shared(c))
+    return coll::shm_reduce_direct(c, *ns, in, out, count, esize, t, op, root);
+  coll::reduce_binomial(c, in, out, count, esize, t, op, root);
+}
 void allreduce_shm_direct(const CommImpl& c, const void* in, void* out, std::size_t count,
                           std::size_t esize, Type t, Op op) {
   if (coll::NodeShared* ns = coll::node_shared(c))
@@ -395,7 +401,8 @@ TEST(CollThreads, Reduce_EveryAlgorithmRankCountSizeAndRoot) {
   SmallSegments small;
   const std::pair<const char*, ReduceFn> algos[] = {{"binomial", coll::reduce_binomial},
                                                     {"rabenseifner", coll::reduce_rabenseifner},
-                                                    {"shm", reduce_shm}};
+                                                    {"shm", reduce_shm},
+                                                    {"shm_direct", reduce_shm_direct}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::size_t k = 0;
