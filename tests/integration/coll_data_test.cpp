@@ -459,20 +459,21 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   // chooses when more than one path is open to it: point-to-point only while every rank has
   // a core of its own (with ranks sharing cores every rendezvous handshake waits for a
   // switch), and never for an allreduce or a floating reduce; the direct path (not a
-  // bcast's) where cross-memory attach works between the ranks.
+  // bcast's) where cross-memory attach works between the ranks, and with ranks sharing
+  // cores only an alltoall's.
   const char* cma_env = std::getenv("RMP_SHM_CMA");
   const bool cma = !cma_env || std::string(cma_env) != "0";
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
-  const bool p2p_open = !(cores > 0 && p > cores);
+  const bool own_cores = !(cores > 0 && p > cores);
   auto chooses = [&](const char* env, bool p2p, bool direct) {
-    return p > 1 && !std::getenv(env) && (p2p && p2p_open) + (direct && cma) >= 1;
+    return p > 1 && !std::getenv(env) && (p2p && own_cores) + (direct && cma) >= 1;
   };
   const bool bcast = chooses("RMP_BCAST_ALGO", true, false),
-             reduce = chooses("RMP_REDUCE_ALGO", true, true),
-             allreduce = chooses("RMP_ALLREDUCE_ALGO", false, true),
-             allgather = chooses("RMP_ALLGATHER_ALGO", true, true),
+             reduce = chooses("RMP_REDUCE_ALGO", true, own_cores),
+             allreduce = chooses("RMP_ALLREDUCE_ALGO", false, own_cores),
+             allgather = chooses("RMP_ALLGATHER_ALGO", true, own_cores),
              alltoall = chooses("RMP_ALLTOALL_ALGO", true, true),
-             floating_reduce = chooses("RMP_REDUCE_ALGO", false, true);
+             floating_reduce = chooses("RMP_REDUCE_ALGO", false, own_cores);
   const std::uint64_t calls = static_cast<std::uint64_t>(kCalls);
   const std::uint64_t expected =
       calls * static_cast<std::uint64_t>(bcast + reduce + allreduce + allgather + alltoall) +
@@ -485,7 +486,7 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   if (expected > 0) {
     EXPECT_GE(shm, 4u) << "node-shared path never taken";
   }
-  if (p2p_open && (bcast || reduce || allgather || alltoall)) {
+  if (own_cores && (bcast || reduce || allgather || alltoall)) {
     EXPECT_GE(p2p, 4u) << "point-to-point never taken";
   } else {
     EXPECT_EQ(p2p, 0u) << "point-to-point taken where it is not open";
