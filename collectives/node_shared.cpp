@@ -233,7 +233,7 @@ public:
     }
   }
 
-  // ---- The direct paths (shm_bcast_direct, shm_alltoall_direct) ----
+  // ---- The direct paths (shm_*_direct: bcast, reduce, allreduce, allgather, alltoall) ----
   bool direct_ok() const { return direct_ok_; }
   void set_source(const CommImpl& c, const void* in) {
     line(c.rank(), kSourceLine)
@@ -251,25 +251,38 @@ public:
     return reinterpret_cast<std::byte*>(
         line(rank, kResultLine).gen.load(std::memory_order_relaxed));
   }
-  // Copies n bytes at `remote` in rank `rank`'s process to `local`.
+  // Copies n bytes at `remote` in rank `rank`'s process to `local`. A failure is kept for
+  // direct_done() and skips the copies after it: a rank that threw here, before its last
+  // marks, would leave the others waiting for them, or still writing into its buffers after
+  // the caller let go of them.
   void read_direct(int rank, const void* remote, void* local, std::size_t n) {
-    attach_error(rank, rt::read_member_memory(pid_of(rank), remote, local, n));
+    if (!direct_err_) note_error(rank, rt::read_member_memory(pid_of(rank), remote, local, n));
   }
-  // Copies n bytes at `local` to `remote` in rank `rank`'s process.
+  // Copies n bytes at `local` to `remote` in rank `rank`'s process (as read_direct).
   void write_direct(int rank, const void* local, void* remote, std::size_t n) {
-    attach_error(rank, rt::write_member_memory(pid_of(rank), local, remote, n));
+    if (!direct_err_) note_error(rank, rt::write_member_memory(pid_of(rank), local, remote, n));
+  }
+  // At the end of a direct path, once this rank's last mark is set and waited for: throws
+  // rmp::Error for the first copy that failed in this call.
+  void direct_done() {
+    if (!direct_err_) return;
+    const int err = direct_err_, rank = direct_err_rank_;
+    direct_err_ = 0;
+    throw Error(Errc::transport, "collectives: cross-memory attach with rank " +
+                                     std::to_string(rank) + " failed: " + std::strerror(err));
   }
   // This rank's scratch space for the direct paths, at least `bytes` of it.
   std::byte* scratch(std::size_t bytes) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     return scratch_.data();
   }
-  // Collective, once, right after construction: every member publishes its pid and reads a
-  // word of the next member's memory with cross-memory attach. The direct paths are open
-  // only when `allowed` (RMP_SHM_CMA) and every member's read worked (ptrace rules may forbid
-  // it); then the alltoall's path choice has it too. (Not the bcast's: its decider, a
-  // receiver, does not see the root wait for every read; with 4 ranks on 2 cores the choice
-  // took the direct bcast and ran 1.24-1.32 x slower than through the chunks.)
+  // Collective, once, right after construction: every member publishes its pid, reads a
+  // word of the next member's memory with cross-memory attach and writes it back. The direct
+  // paths are open only when `allowed` (RMP_SHM_CMA) and every member's read and write worked
+  // (ptrace rules may forbid them); then the path choices of alltoall, and where ranks have
+  // cores of their own of reduce, allreduce and allgather, have them too. (Not the bcast's:
+  // its decider, a receiver, does not see the root wait for every read; with 4 ranks on 2
+  // cores the choice took the direct bcast and ran 1.24-1.32 x slower than the chunks.)
   void probe_direct(const CommImpl& c, bool allowed) {
     const int n = c.size(), r = c.rank();
     probe_word_ = kProbeMagic;
@@ -387,10 +400,9 @@ private:
   int pid_of(int rank) {
     return static_cast<int>(line(rank, kPidLine).gen.load(std::memory_order_relaxed));
   }
-  static void attach_error(int rank, int err) {
-    if (err)
-      throw Error(Errc::transport, "collectives: cross-memory attach with rank " +
-                                       std::to_string(rank) + " failed: " + std::strerror(err));
+  void note_error(int rank, int err) {
+    direct_err_ = err;
+    direct_err_rank_ = rank;
   }
   std::byte* base(int rank) { return seg_->data() + static_cast<std::size_t>(rank) * stride_; }
   FlagLine& line(int rank, std::size_t i) { return reinterpret_cast<FlagLine*>(base(rank))[i]; }
@@ -465,8 +477,9 @@ private:
 
   std::unique_ptr<rt::NodeSegment> seg_;
   std::size_t chunk_, nchunks_, stride_;
-  // Blocks of the direct allreduce: a quarter of a chunk, so that its three scratch blocks and
-  // the result block fit where one chunk of the chunked paths does.
+  // Blocks of the direct allreduce and reduce: a quarter of a chunk, so that their three
+  // scratch blocks (scratch_) and the result block take the cache one chunk of the chunked
+  // paths takes.
   std::size_t direct_block_ = std::max<std::size_t>(chunk_ / 4, kLine);
   bool track_cpus_;
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
@@ -477,6 +490,7 @@ private:
   std::array<unsigned, 6> path_enabled_{};
   bool direct_ok_ = false;
   bool own_cores_ = true;  // every rank has a core of its own (p2p_paths)
+  int direct_err_ = 0, direct_err_rank_ = -1;  // the first failed copy of this call
   std::vector<std::byte> scratch_;
   std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
   static constexpr std::uint64_t kProbeMagic = 0x726d70'64697265ULL;
@@ -546,8 +560,10 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   if (!ns) return;
   rt::Context& ctx = c.engine().context();
   // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
-  if (bytes <= ctx.params().eager_threshold || std::popcount(ns->paths(index_)) < 2 ||
-      forced(k) >= 0)
+  // (Not at or below kMaxBytes either: there the direct allreduce and reduce are the
+  // node-shared path's small forms, and their time would be recorded as the direct path's.)
+  if (bytes <= std::max(ctx.params().eager_threshold, kMaxBytes) ||
+      std::popcount(ns->paths(index_)) < 2 || forced(k) >= 0)
     return;
   std::uint8_t path = NodeShared::kShmPath;
   const std::uint64_t b = ns->next_small_bcast();
@@ -901,6 +917,7 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
     ns.wait_mark(c, NodeShared::mark(round, 3), root);
     ns.read_direct(root, ns.source(root), buf, bytes);
     ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.direct_done();
   }
 }
 
@@ -926,6 +943,7 @@ void shm_alltoall_direct(const CommImpl& c, NodeShared& ns, const void* in, void
   ns.set_mark(c, NodeShared::mark(round, 3));
   if (!everyone) return shm_alltoall(c, ns, in, out, bytes);
   ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's input
+  ns.direct_done();
 }
 
 void shm_allgather_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
@@ -947,6 +965,7 @@ void shm_allgather_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   }
   ns.set_mark(c, NodeShared::mark(round, 3));
   ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's block
+  ns.direct_done();
 }
 
 void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
@@ -959,6 +978,8 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   // it has read them all.
   const int n = c.size(), r = c.rank();
   const auto* src = static_cast<const std::byte*>(in ? in : out);
+  const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
+  std::byte* tmp = r == root ? ns.scratch(3 * block) : nullptr;  // before anything is published
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, src);
@@ -974,8 +995,6 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     return;
   }
   auto* dst = static_cast<std::byte*>(out);
-  const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
-  std::byte* tmp = ns.scratch(3 * block);
   for (std::size_t first = 0; first < count; first += per) {
     const std::size_t cnt = std::min(per, count - first), pos = first * esize, len = cnt * esize;
     std::byte* acc = dst + pos;
@@ -991,6 +1010,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
   }
   ns.set_mark(c, NodeShared::mark(round, 3));  // (the others' marks follow; nothing to wait for)
+  ns.direct_done();
 }
 
 void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
@@ -1006,14 +1026,14 @@ void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   const int n = c.size(), r = c.rank();
   const auto* src = static_cast<const std::byte*>(in ? in : out);
   auto* dst = static_cast<std::byte*>(out);
+  const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
+  std::byte* tmp = ns.scratch(3 * block);  // before anything is published
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, src);
   ns.set_result(c, dst);
   ns.set_mark(c, NodeShared::mark(round, 1));
   ns.wait_mark(c, NodeShared::mark(round, 1));
-  const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
-  std::byte* tmp = ns.scratch(3 * block);
   const std::size_t end = even_offset(count, n, r + 1);
   for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
     const std::size_t cnt = std::min(per, end - first), pos = first * esize, len = cnt * esize;
@@ -1035,6 +1055,7 @@ void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   }
   ns.set_mark(c, NodeShared::mark(round, 3));
   ns.wait_mark(c, NodeShared::mark(round, 3));  // all results are in, nobody reads this input
+  ns.direct_done();
 }
 
 }  // namespace rmp::coll

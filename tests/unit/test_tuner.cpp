@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "p2p/protocol_tuner.hpp"
 #include "runtime/transport/shm/get_tuner.hpp"
@@ -215,18 +216,23 @@ TEST(Tuner, FarWorseNeighbour_BacksOffAtOnce) {
 
 // The stream tuner's pace (one observation a window, no skipped edges): one window 3.5 x the
 // current's (a receiver descheduled) loses, but does not back exploring off to the longest
-// period: the next exploration comes after a doubled period.
+// period: the next exploration comes a doubled period after the first was judged, at use
+// 8 + 16 = 24 (counted as multiples of the period it came at use 16, after half of one).
 TEST(Tuner, StreamPace_OneFarWorseWindow_BacksOffOnce) {
   HillTuner t({2, 1, 1}, {.window = 1, .burst = 1, .period = 8, .skip_edges = false});
   const std::size_t bucket = HillTuner::bucket_of(64 * 1024);
   const Setting rndv{0, 0, 0};
   t.enable(bucket, rndv);
-  for (int i = 0; i < 40 && t.explorations() == 0; ++i) {
+  std::vector<int> explored_at;
+  for (int use = 1; use <= 40; ++use) {
     const HillTuner::Choice c = t.choose(bucket);
+    if (c.explore) explored_at.push_back(use);
     t.observe(bucket, c.setting, c.setting == rndv ? 1.0 : 3.5);
+    if (use == 8) {
+      EXPECT_EQ(t.explore_period(bucket), 16u);
+    }
   }
-  ASSERT_EQ(t.explorations(), 1u);
-  EXPECT_EQ(t.explore_period(bucket), 16u);
+  EXPECT_EQ(explored_at, (std::vector<int>{8, 24}));
 }
 
 // A move resets the period: once the optimum shifts (here: rendezvous becomes 3 x cheaper
