@@ -99,7 +99,7 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   peers_.resize(static_cast<std::size_t>(ctx.size()));
   if (p.tune_adaptive)
     tuner_ = std::make_unique<p2p::ProtocolTuner>(inline_threshold_, eager_threshold_,
-                                                  ctx.eager_buffer_bytes() / 4);
+                                                  ctx.eager_buffer_bytes() / 4, credit_bytes_);
 }
 
 

@@ -504,6 +504,30 @@ TEST(ProtocolTuner, SendsAloneAboveTwiceTheThreshold_KeepTheStaticRule) {
   EXPECT_EQ(below.moves, 1);
 }
 
+// A stream on rendezvous whose windows hold more than the receiver's eager credit never
+// explores eager (such a window would be eager only until the credit ran out); once its
+// windows fit in the credit, it does.
+TEST(ProtocolTuner, StreamsBeyondTheCredit_DoNotExploreEager) {
+  p2p::ProtocolTuner t(44, 60000, 262144, 3600000);
+  const std::size_t size = 65536;  // static: rendezvous
+  std::int64_t clock = 0;
+  auto cost = [](bool) -> std::int64_t { return 4000; };
+  int eager = 0;
+  for (int w = 0; w < 40; ++w) {
+    bool e = false;
+    send_window(t, size, 64, clock, cost, &e);  // 4 MiB
+    eager += e;
+  }
+  EXPECT_EQ(eager, 0) << "eager windows explored beyond the credit";
+  int eager_fitting = 0;
+  for (int w = 0; w < 40; ++w) {
+    bool e = false;
+    send_window(t, size, 16, clock, cost, &e);  // 1 MiB
+    eager_fitting += e;
+  }
+  EXPECT_GT(eager_fitting, 0) << "windows that fit the credit never explored eager";
+}
+
 // Sends alone of two sizes in turn (a ping-pong whose messages alternate between two buckets):
 // a send alone is judged against the next send alone of its own bucket, and here that is
 // never the next post, so nothing is judged, nothing moves, and each bucket keeps the static
