@@ -46,7 +46,7 @@ public:
   static constexpr std::uint32_t kMaxBackoff = 4;
   static constexpr double kMargin = 0.03;  // a neighbour must be 3 % faster to win
   static constexpr double kClearlyWorse = 1.5;
-  static constexpr double kFarWorse = 3;  // a neighbour this far behind backs off at once,
+  static constexpr double kFarWorse = 2;  // a neighbour this far behind backs off at once,
   static constexpr std::uint32_t kFarWorseSamples = 3;  // judged on at least this many uses
 
   using Setting = std::array<std::uint8_t, kMaxDims>;
@@ -151,7 +151,9 @@ public:
       if (clearly_worse && b.cand.count >= kFarWorseSamples && b.cand.median() >= kFarWorse) {
         // Far worse: tried again only after the longest period. Eager sends of 256 KiB in a
         // ping-pong that runs at 11 us one way by rendezvous cost ~75 us each; three bursts
-        // of them in a benchmark's 333 sends made it 28 % slower than the static rule. Not
+        // of them in a benchmark's 333 sends made it 28 % slower than the static rule. At
+        // 2 x, not 3: eager 64 KiB ping-pongs at ~2.5 x rendezvous were explored in 4-6
+        // bursts of a benchmark's 1271 sends, 23 sends in all, and made it 5-8 % slower. Not
         // on fewer samples: one slow window of a stream (a receiver descheduled) would stop
         // the stream tuner's exploring for the rest of a benchmark's run.
         b.losses = 0;

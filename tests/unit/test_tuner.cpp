@@ -197,7 +197,7 @@ TEST(Tuner, CostlyNeighbourAtOptimum_ExplorationBacksOff) {
   EXPECT_LE(sum / static_cast<double>(uses), 1.05);
 }
 
-// A neighbour far worse (3 x or more: eager sends of 256 KiB in a ping-pong, ~6 x) backs
+// A neighbour far worse (2 x or more: eager sends of 256 KiB in a ping-pong, ~6 x) backs
 // off to the longest period after its first burst, not one doubling per burst: a benchmark's
 // few hundred messages then pay for one burst of it, not three.
 TEST(Tuner, FarWorseNeighbour_BacksOffAtOnce) {
