@@ -968,6 +968,31 @@ void shm_allgather_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   ns.direct_done();
 }
 
+namespace {
+
+// One block of the direct reductions: acc = part(0) op part(1) op … op part(n − 1) over the
+// `cnt` elements at byte `pos` of every rank's published input, in rank order (the same bits
+// as combine_in_rank_order). This rank's part comes from `in` + pos, or, in place (`in`
+// null), from `acc` itself, copied aside first; the others' are read with cross-memory
+// attach into `tmp` (three blocks of `block` bytes).
+void combine_direct(NodeShared& ns, int n, int r, const std::byte* in, std::size_t pos,
+                    std::size_t cnt, std::size_t esize, Type t, Op op, std::byte* tmp,
+                    std::size_t block, std::byte* acc) {
+  const std::size_t len = cnt * esize;
+  const std::byte* own =
+      in ? in + pos : static_cast<const std::byte*>(std::memcpy(tmp + 2 * block, acc, len));
+  auto part = [&](int q, std::byte* into) -> const std::byte* {
+    if (q == r) return own;
+    ns.read_direct(q, static_cast<const std::byte*>(ns.source(q)) + pos, into, len);
+    return into;
+  };
+  const std::byte* p0 = part(0, tmp);
+  reduce_into(op, t, p0, part(1, tmp + block), acc, cnt);
+  for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
+}
+
+}  // namespace
+
 void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
                        std::size_t count, std::size_t esize, Type t, Op op, int root) {
   if (!ns.direct_ok() || count * esize <= kMaxBytes)
@@ -996,18 +1021,9 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   }
   auto* dst = static_cast<std::byte*>(out);
   for (std::size_t first = 0; first < count; first += per) {
-    const std::size_t cnt = std::min(per, count - first), pos = first * esize, len = cnt * esize;
-    std::byte* acc = dst + pos;
-    const std::byte* own = src + pos;
-    if (!in) own = static_cast<const std::byte*>(std::memcpy(tmp + 2 * block, own, len));
-    auto part = [&](int q, std::byte* into) -> const std::byte* {
-      if (q == r) return own;
-      ns.read_direct(q, static_cast<const std::byte*>(ns.source(q)) + pos, into, len);
-      return into;
-    };
-    const std::byte* p0 = part(0, tmp);
-    reduce_into(op, t, p0, part(1, tmp + block), acc, cnt);
-    for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
+    const std::size_t cnt = std::min(per, count - first);
+    combine_direct(ns, n, r, in ? src : nullptr, first * esize, cnt, esize, t, op, tmp, block,
+                   dst + first * esize);
   }
   ns.set_mark(c, NodeShared::mark(round, 3));  // (the others' marks follow; nothing to wait for)
   ns.direct_done();
@@ -1038,16 +1054,7 @@ void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
     const std::size_t cnt = std::min(per, end - first), pos = first * esize, len = cnt * esize;
     std::byte* acc = dst + pos;
-    const std::byte* own = src + pos;
-    if (!in) own = static_cast<const std::byte*>(std::memcpy(tmp + 2 * block, own, len));
-    auto part = [&](int q, std::byte* into) -> const std::byte* {
-      if (q == r) return own;
-      ns.read_direct(q, static_cast<const std::byte*>(ns.source(q)) + pos, into, len);
-      return into;
-    };
-    const std::byte* p0 = part(0, tmp);
-    reduce_into(op, t, p0, part(1, tmp + block), acc, cnt);
-    for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
+    combine_direct(ns, n, r, in ? src : nullptr, pos, cnt, esize, t, op, tmp, block, acc);
     for (int s = 1; s < n; ++s) {
       const int q = (r + s) % n;
       ns.write_direct(q, acc, ns.result(q) + pos, len);

@@ -360,6 +360,25 @@ TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
 // the allgathers and allreduces in place), then 12 floating reduces, go every way: every
 // result is checked (floating ones bit for bit where both paths combine in rank order), and
 // the counters must show each path that is open taken and no other.
+// `got` against the sum of the p ranks' messages make_message<double>(n, seed(q, k, n, salt))
+// combined in rank order, as the node-shared paths combine them: bit for bit when `exact_order`,
+// else within rounding (another algorithm's order).
+void expect_rank_order_sum(const std::vector<double>& got, int p, int k, std::uint64_t salt,
+                           bool exact_order, const char* what) {
+  const std::size_t n = got.size();
+  std::vector<double> ref = make_message<double>(n, seed(0, k, n, salt));
+  for (int q = 1; q < p; ++q) {
+    const auto part = make_message<double>(n, seed(q, k, n, salt));
+    for (std::size_t i = 0; i < n; ++i) ref[i] += part[i];
+  }
+  if (exact_order) {
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), n * sizeof(double)), 0) << what << " " << k;
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_NEAR(got[i], ref[i], 1e-12 * std::abs(ref[i])) << what << " " << k << " at " << i;
+}
+
 // Whether cross-memory attach works between the ranks both ways, as the direct paths' probe
 // finds it when a communicator's segment is made: RMP_SHM_CMA may allow it where ptrace rules
 // (Yama's ptrace_scope, a container's seccomp) forbid it.
@@ -433,17 +452,7 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
     } else {
       w.allreduce(own.data(), sum.data(), n, Op::sum);
     }
-    std::vector<double> ref = make_message<double>(n, seed(0, k, n, 14));
-    for (int q = 1; q < p; ++q) {
-      const auto part = make_message<double>(n, seed(q, k, n, 14));
-      for (std::size_t i = 0; i < n; ++i) ref[i] += part[i];
-    }
-    if (node_shared_allreduce) {
-      EXPECT_EQ(std::memcmp(sum.data(), ref.data(), n * sizeof(double)), 0) << "allreduce " << k;
-    } else {
-      for (std::size_t i = 0; i < n; ++i)
-        ASSERT_NEAR(sum[i], ref[i], 1e-12 * std::abs(ref[i])) << "allreduce " << k << " at " << i;
-    }
+    expect_rank_order_sum(sum, p, k, 14, node_shared_allreduce, "allreduce");
 
     const auto pm = m * static_cast<std::size_t>(p);
     std::vector<std::uint16_t> a2a(pm), got(pm);
@@ -465,17 +474,7 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
     std::vector<double> out(n, -1);
     w.reduce(own.data(), out.data(), n, Op::sum, root);
     if (me != root) continue;
-    std::vector<double> ref = make_message<double>(n, seed(0, k, n, 15));
-    for (int q = 1; q < p; ++q) {
-      const auto part = make_message<double>(n, seed(q, k, n, 15));
-      for (std::size_t i = 0; i < n; ++i) ref[i] += part[i];
-    }
-    if (node_shared_reduce) {
-      EXPECT_EQ(std::memcmp(out.data(), ref.data(), n * sizeof(double)), 0) << "reduce " << k;
-    } else {
-      for (std::size_t i = 0; i < n; ++i)
-        ASSERT_NEAR(out[i], ref[i], 1e-12 * std::abs(ref[i])) << "reduce " << k << " at " << i;
-    }
+    expect_rank_order_sum(out, p, k, 15, node_shared_reduce, "reduce");
   }
   const rmp::rt::Counters later = rmp::rt::counters();
   EXPECT_EQ(later.coll_p2p_path, after.coll_p2p_path) << "a floating reduce took point-to-point";

@@ -511,21 +511,18 @@ TEST(ProtocolTuner, StreamsBeyondTheCredit_DoNotExploreEager) {
   p2p::ProtocolTuner t(44, 60000, 262144, 3600000);
   const std::size_t size = 65536;  // static: rendezvous
   std::int64_t clock = 0;
-  auto cost = [](bool) -> std::int64_t { return 4000; };
-  int eager = 0;
-  for (int w = 0; w < 40; ++w) {
-    bool e = false;
-    send_window(t, size, 64, clock, cost, &e);  // 4 MiB
-    eager += e;
-  }
-  EXPECT_EQ(eager, 0) << "eager windows explored beyond the credit";
-  int eager_fitting = 0;
-  for (int w = 0; w < 40; ++w) {
-    bool e = false;
-    send_window(t, size, 16, clock, cost, &e);  // 1 MiB
-    eager_fitting += e;
-  }
-  EXPECT_GT(eager_fitting, 0) << "windows that fit the credit never explored eager";
+  auto eager_windows = [&](int sends) {  // of 40 windows of `sends` sends
+    int eager = 0;
+    for (int w = 0; w < 40; ++w) {
+      bool e = false;
+      send_window(
+          t, size, sends, clock, [](bool) -> std::int64_t { return 4000; }, &e);
+      eager += e;
+    }
+    return eager;
+  };
+  EXPECT_EQ(eager_windows(64), 0) << "eager windows explored beyond the credit (4 MiB)";
+  EXPECT_GT(eager_windows(16), 0) << "windows that fit the credit (1 MiB) never explored eager";
 }
 
 // Sends alone of two sizes in turn (a ping-pong whose messages alternate between two buckets):
