@@ -52,8 +52,9 @@ static_assert(sizeof(FlagLine) == kLine);
 constexpr std::size_t kSmallStride =
     4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot + kReduceSlots * kReduceSlot;
 // Then the lines of the direct paths: a rank's pid, the address of a word of its memory
-// for the probe (NodeShared::probe_direct), the probe's outcome, where its input is and
-// where its result goes (shm_allreduce_direct).
+// for the probe (NodeShared::probe_direct), the probe's outcome, where its input is, where its
+// result goes (shm_allreduce_direct; the root of shm_reduce_direct: its scratch space), and
+// the counts of the pushed direct reduce (blocks pushed; at the root, blocks combined).
 constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12,
                       kResultLine = 13, kPushedLine = 14, kConsumedLine = 15;
 static_assert((kConsumedLine + 1) * sizeof(FlagLine) <= 4096);
@@ -235,6 +236,7 @@ public:
 
   // ---- The direct paths (shm_*_direct: bcast, reduce, allreduce, allgather, alltoall) ----
   bool direct_ok() const { return direct_ok_; }
+  bool own_cores() const { return own_cores_; }
   void set_source(const CommImpl& c, const void* in) {
     line(c.rank(), kSourceLine)
         .gen.store(reinterpret_cast<std::uint64_t>(in), std::memory_order_relaxed);
@@ -1034,12 +1036,14 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
   const std::size_t depth = std::clamp<std::size_t>(ns.chunks(), 2, 4);
   const std::size_t blocks = (count + per - 1) / per;
-  const bool push = blocks >= 4 * depth && blocks < (std::size_t{1} << 23);  // (counts' field)
+  // (Not with ranks sharing cores: a pusher waits for the root alone, and kept its core while
+  // the root waited for a rank queued behind it. Nor beyond the counts' 23 bits of blocks.)
+  const bool push = blocks >= 4 * depth && blocks < (std::size_t{1} << 23) && ns.own_cores();
   // Scratch before anything is published. Pulled: two blocks read, one aside (in place);
-  // pushed: `depth` slots per rank, one aside.
-  std::byte* tmp = r != root
-                       ? nullptr
-                       : ns.scratch(((push ? static_cast<std::size_t>(n) * depth : 2) + 1) * block);
+  // pushed: `depth` slots for each other rank, one aside.
+  std::byte* tmp =
+      r != root ? nullptr
+                : ns.scratch(((push ? static_cast<std::size_t>(n - 1) * depth : 2) + 1) * block);
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, src);
@@ -1070,8 +1074,9 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   // least"); a rank whose write failed adds kPushFailed to its last count.
   auto key = [&](std::uint64_t b) { return round << 24 | b; };
   constexpr std::uint64_t kPushFailed = std::uint64_t{1} << 23;
-  auto slot = [&](std::byte* area, int q, std::size_t b) {
-    return area + (static_cast<std::size_t>(q) * depth + b % depth) * block;
+  auto slot = [&](std::byte* area, int q, std::size_t b) {  // q != root
+    const auto i = static_cast<std::size_t>(q - (q > root));
+    return area + (i * depth + b % depth) * block;
   };
   if (r != root) {
     std::byte* area = ns.result(root);
@@ -1079,7 +1084,11 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
       if (b >= depth) ns.wait_consumed(c, root, key(b - depth + 1));  // its slot is free
       const std::size_t first = b * per, len = std::min(per, count - first) * esize;
       ns.write_direct(root, src + first * esize, slot(area, r, b), len);
-      ns.set_pushed(c, key(b + 1) | (b + 1 == blocks && ns.direct_failed() ? kPushFailed : 0));
+      if (ns.direct_failed()) {  // the root throws once it has done its part
+        ns.set_pushed(c, key(blocks) | kPushFailed);
+        break;
+      }
+      ns.set_pushed(c, key(b + 1));
     }
     // Its input is in the root's memory now: nothing to wait for.
     ns.set_mark(c, NodeShared::mark(round, 3));
@@ -1087,7 +1096,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     return;
   }
   ns.set_pushed(c, key(blocks));  // its own part needs no push
-  std::byte* aside = tmp + static_cast<std::size_t>(n) * depth * block;
+  std::byte* aside = tmp + static_cast<std::size_t>(n - 1) * depth * block;
   for (std::size_t b = 0; b < blocks; ++b) {
     ns.wait_pushed(c, key(b + 1));
     const std::size_t first = b * per, cnt = std::min(per, count - first), pos = first * esize;
