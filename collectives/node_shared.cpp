@@ -54,10 +54,11 @@ constexpr std::size_t kSmallStride =
 // Then the lines of the direct paths: a rank's pid, the address of a word of its memory
 // for the probe (NodeShared::probe_direct), the probe's outcome, where its input is, where its
 // result goes (shm_allreduce_direct; the root of shm_reduce_direct: its scratch space), and
-// the counts of the pushed direct reduce (blocks pushed; at the root, blocks combined).
+// the counts of the pushed direct reduce (blocks pushed; at the root, blocks combined) and the
+// last round in which its push failed.
 constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12,
-                      kResultLine = 13, kPushedLine = 14, kConsumedLine = 15;
-static_assert((kConsumedLine + 1) * sizeof(FlagLine) <= 4096);
+                      kResultLine = 13, kPushedLine = 14, kConsumedLine = 15, kPushFailedLine = 16;
+static_assert((kPushFailedLine + 1) * sizeof(FlagLine) <= 4096);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -275,10 +276,20 @@ public:
                                      std::to_string(rank) + " failed: " + std::strerror(err));
   }
   // The direct reduce's pipeline: a non-root's count of blocks pushed into the root's
-  // scratch, the root's count of blocks combined (values round << 24 | blocks).
+  // scratch, the root's count of blocks combined (both counted on from call to call).
   void set_pushed(const CommImpl& c, std::uint64_t v) { set_line(c, kPushedLine, v); }
-  std::uint64_t pushed(int rank) {
-    return line(rank, kPushedLine).gen.load(std::memory_order_acquire);
+  // The count of the first block of a pushed reduce of `blocks` blocks (counted alike on
+  // every rank).
+  std::uint64_t next_pushes(std::uint64_t blocks) {
+    const std::uint64_t first = pushes_;
+    pushes_ += blocks;
+    return first;
+  }
+  void set_push_failed(const CommImpl& c, std::uint64_t round) {
+    set_line(c, kPushFailedLine, round);
+  }
+  std::uint64_t push_failed(int rank) {
+    return line(rank, kPushFailedLine).gen.load(std::memory_order_acquire);
   }
   void wait_pushed(const CommImpl& c, std::uint64_t v) {
     wait_all(
@@ -506,7 +517,7 @@ private:
   // paths takes.
   std::size_t direct_block_ = std::max<std::size_t>(chunk_ / 4, kLine);
   bool track_cpus_;
-  std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
+  std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0, pushes_ = 0;
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, 6> store_choice_;
   // bcast, reduce (exact), alltoall, allgather(v), allreduce, reduce (floating)
@@ -1037,8 +1048,8 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   const std::size_t depth = std::clamp<std::size_t>(ns.chunks(), 2, 4);
   const std::size_t blocks = (count + per - 1) / per;
   // (Not with ranks sharing cores: a pusher waits for the root alone, and kept its core while
-  // the root waited for a rank queued behind it. Nor beyond the counts' 23 bits of blocks.)
-  const bool push = blocks >= 4 * depth && blocks < (std::size_t{1} << 23) && ns.own_cores();
+  // the root waited for a rank queued behind it.)
+  const bool push = blocks >= 4 * depth && ns.own_cores();
   // Scratch before anything is published. Pulled: two blocks read, one aside (in place);
   // pushed: `depth` slots for each other rank, one aside.
   std::byte* tmp =
@@ -1070,10 +1081,11 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     ns.direct_done();
     return;
   }
-  // Pushed. Counts are round << 24 | blocks (the rounds rise, so every wait is for "at
-  // least"); a rank whose write failed adds kPushFailed to its last count.
-  auto key = [&](std::uint64_t b) { return round << 24 | b; };
-  constexpr std::uint64_t kPushFailed = std::uint64_t{1} << 23;
+  // Pushed. The counts go on from call to call (every rank counts the blocks of every pushed
+  // reduce alike), so every wait is for "at least". A rank whose write failed says so in its
+  // failure line (the round) and pushes nothing more.
+  const std::uint64_t base = ns.next_pushes(blocks);
+  auto key = [&](std::uint64_t b) { return base + b; };
   auto slot = [&](std::byte* area, int q, std::size_t b) {  // q != root
     const auto i = static_cast<std::size_t>(q - (q > root));
     return area + (i * depth + b % depth) * block;
@@ -1085,7 +1097,8 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
       const std::size_t first = b * per, len = std::min(per, count - first) * esize;
       ns.write_direct(root, src + first * esize, slot(area, r, b), len);
       if (ns.direct_failed()) {  // the root throws once it has done its part
-        ns.set_pushed(c, key(blocks) | kPushFailed);
+        ns.set_push_failed(c, round);
+        ns.set_pushed(c, key(blocks));
         break;
       }
       ns.set_pushed(c, key(b + 1));
@@ -1110,7 +1123,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   }
   ns.set_mark(c, NodeShared::mark(round, 3));
   for (int q = 0; q < n; ++q)
-    if (ns.pushed(q) & kPushFailed)
+    if (ns.push_failed(q) == round)
       throw Error(Errc::transport, "collectives: reduce: rank " + std::to_string(q) +
                                        " could not write its part into the root's memory");
 }
