@@ -170,16 +170,6 @@ private:
   // exploration, 8 streams later.
   static constexpr rt::HillTuner::Pace kStreamPace{
       .window = 1, .burst = 1, .period = 8, .skip_edges = false};
-  // Sends alone explore in bursts of 3, every use judged: a send alone is judged on its round
-  // trip, which holds what changing protocol costs, and nothing pipelined carries over from
-  // the sends before it (the get tuner's chunks in flight do: it skips a burst's first use).
-  // A far worse protocol then backs off after 3 sends of it, not 4: eager 256 KiB ping-pongs
-  // run at ~42 us one way against 12 by rendezvous, and 4 explored among a benchmark's 333
-  // made it 10-13 % slower than the static rule (tune-proof).
-  static constexpr rt::HillTuner::Pace kAlonePace{.window = rt::HillTuner::kWindow,
-                                                  .burst = 3,
-                                                  .period = rt::HillTuner::kExplorePeriod,
-                                                  .skip_edges = false};
 
   struct Stream {
     std::size_t bucket = 0;
@@ -229,7 +219,7 @@ private:
 
   std::size_t eager_threshold_;
   std::size_t credit_bytes_;
-  rt::HillTuner alone_{{2, 1, 1}, kAlonePace};
+  rt::HillTuner alone_{{2, 1, 1}};
   rt::HillTuner stream_{{2, 1, 1}, kStreamPace};
   std::array<bool, rt::HillTuner::kBuckets> streamed_{};  // the bucket's last stream had > 1 send
   std::array<bool, rt::HillTuner::kBuckets> started_{};   // the bucket has had a send
