@@ -1057,8 +1057,11 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
                 : ns.scratch(((push ? static_cast<std::size_t>(n - 1) * depth : 2) + 1) * block);
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
-  ns.set_source(c, src);
-  if (r == root) ns.set_result(c, tmp);
+  if (!push) {
+    ns.set_source(c, src);  // the root reads it
+  } else if (r == root) {
+    ns.set_result(c, tmp);  // the others write into it
+  }
   ns.set_mark(c, NodeShared::mark(round, 1));
   // Every rank waits for all to publish, the others too: with ranks sharing cores a rank
   // waiting for the root alone kept its core while the root waited for a rank queued behind

@@ -81,10 +81,11 @@ void shm_allreduce_compressed(const detail::CommImpl& c, NodeShared& ns, const v
 // nullptr: in place at the root, the input in `out` elsewhere).
 void shm_reduce(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                 std::size_t count, std::size_t esize, detail::Type t, Op op, int root);
-// The same, the root reading the others' inputs block by block with cross-memory attach and
-// combining them in rank order (the same bits as shm_reduce): one copy instead of two through
-// the chunks, one round; the others leave once the root has read them. Where cross-memory
-// attach does not work between the members, shm_reduce.
+// The same, block by block in one round, combined at the root in rank order (the same bits
+// as shm_reduce), moved once with cross-memory attach instead of twice through the chunks:
+// the root reads short vectors from the others' inputs; the others write long ones into the
+// root's scratch space while it combines the blocks before. Where cross-memory attach does
+// not work between the members, shm_reduce.
 void shm_reduce_direct(const detail::CommImpl& c, NodeShared& ns, const void* in, void* out,
                        std::size_t count, std::size_t esize, detail::Type t, Op op, int root);
 void shm_bcast(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root);

@@ -36,10 +36,10 @@ struct Counters {
   std::uint64_t idle_yields = 0;          // waits that gave the core away (sched_yield)
   std::uint64_t idle_sleeps = 0;          // waits that slept (wait_mode=block)
   // Collective calls whose path was chosen by measurement (collectives/node_shared.hpp,
-  // PathChoice): the node-shared path, the point-to-point algorithm, or (alltoall) the
-  // node-shared direct path.
+  // PathChoice): the node-shared path, the point-to-point algorithm, or the node-shared
+  // direct path (reduce, allreduce, allgather(v), alltoall: cross-memory attach).
   std::uint64_t coll_shm_path = 0, coll_p2p_path = 0;
-  std::uint64_t coll_direct_path = 0;  // alltoall read straight from the others' inputs
+  std::uint64_t coll_direct_path = 0;
   // RMP_TUNE=adaptive (runtime/tuner.hpp): its decisions.
   std::uint64_t tune_explorations = 0;    // messages or gets sent with a neighbouring setting
   std::uint64_t tune_moves = 0;           // times a size bucket moved to a faster setting
