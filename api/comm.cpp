@@ -241,7 +241,7 @@ void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count
                 std::string("allreduce: compression applies to float/double with sum, min or "
                             "max, not op ") + coll::op_name(op) + " on " + coll::type_name(t));
   if (!explicit_compression)
-    comp = compressible ? c.engine().context().params().allreduce_compress : Compression::none;
+    comp = compressible ? c.engine().context().coll_params().allreduce_compress : Compression::none;
   coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op, comp);
 }
 

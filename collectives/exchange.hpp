@@ -174,10 +174,10 @@ private:
 // Segment size (bytes) and segments in flight of the pipelined algorithms: fragment_size and
 // pipeline_depth (DESIGN §5), the same on every rank.
 inline std::size_t segment_bytes(const CommImpl& c) {
-  return std::max<std::size_t>(1, c.engine().context().params().fragment_size);
+  return std::max<std::size_t>(1, c.engine().context().coll_params().fragment_size);
 }
 inline std::size_t segments_in_flight(const CommImpl& c) {
-  return std::max<std::size_t>(1, c.engine().context().params().pipeline_depth);
+  return std::max<std::size_t>(1, c.engine().context().coll_params().pipeline_depth);
 }
 
 // ---- Ranks -----------------------------------------------------------------------------------

@@ -550,7 +550,8 @@ NodeShared* node_shared(const CommImpl& c) {
   // The groups of one split share a context id; member 0's world rank tells them apart.
   const std::string key =
       "c" + std::to_string(c.base_context()) + "-" + std::to_string(c.world_rank(0));
-  const std::size_t chunk = chunk_bytes(ctx.params()), nchunks = chunk_count(ctx.params());
+  const std::size_t chunk = chunk_bytes(ctx.coll_params()),
+                    nchunks = chunk_count(ctx.coll_params());
   // (Pages are allocated as they are first touched: chunks of unused paths cost no memory.)
   const std::size_t bytes = NodeShared::bytes_for(c.size(), chunk, nchunks);
   detail::Engine& e = c.engine();
@@ -597,7 +598,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
   // (Not at or below kMaxBytes either: there the direct allreduce and reduce are the
   // node-shared path's small forms, and their time would be recorded as the direct path's.)
-  if (bytes <= std::max(ctx.params().eager_threshold, kMaxBytes) ||
+  if (bytes <= std::max(ctx.coll_params().eager_threshold, kMaxBytes) ||
       std::popcount(ns->paths(index_)) < 2 || forced(k) >= 0)
     return;
   std::uint8_t path = NodeShared::kShmPath;

@@ -314,7 +314,7 @@ CostModel cost_model(const CommImpl& c) {
     static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     per_core = static_cast<double>(ctx.id().local_size) / cores;
   }
-  return cost_model(ctx.params(), per_core);
+  return cost_model(ctx.coll_params(), per_core);
 }
 
 double predicted_time(Coll k, int algo, const CostModel& m, int p, double bytes) {

@@ -25,6 +25,28 @@ Context* g_default = nullptr;
 
 constexpr auto kAddressTimeout = std::chrono::seconds(120);
 
+// Rank 0's values that shape a collective (Context::coll_params), as text.
+constexpr std::string_view kCollParamsKey = "coll-params";
+
+std::vector<std::byte> encode_coll_params(const Params& p) {
+  char buf[256];
+  const int n = std::snprintf(buf, sizeof buf, "%zu %zu %zu %a %a %a %d", p.fragment_size,
+                              p.pipeline_depth, p.eager_threshold, p.link_bw, p.link_rtt_us,
+                              p.copy_bw, static_cast<int>(p.allreduce_compress));
+  const auto* b = reinterpret_cast<const std::byte*>(buf);
+  return {b, b + std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)};
+}
+
+void decode_coll_params(const std::vector<std::byte>& v, Params& p) {
+  const std::string text(reinterpret_cast<const char*>(v.data()), v.size());
+  int compress = 0;
+  if (std::sscanf(text.c_str(), "%zu %zu %zu %la %la %la %d", &p.fragment_size, &p.pipeline_depth,
+                  &p.eager_threshold, &p.link_bw, &p.link_rtt_us, &p.copy_bw, &compress) != 7)
+    throw Error(Errc::internal,
+                "bootstrap: rank 0's collective parameters are malformed: '" + text + "'");
+  p.allreduce_compress = static_cast<Compression>(compress);
+}
+
 // Address record published through bootstrap: a list of (transport id, length, bytes).
 enum class TransportId : std::uint8_t { shm = 1 };
 
@@ -66,6 +88,19 @@ std::string Context::checked_stats_path() const {
     throw Error(Errc::invalid_argument, knob + ": directory " + dir + " of " + path +
                                             " is not writable (" + std::strerror(errno) + ")");
   return path;
+}
+
+const Params& Context::coll_params() const {
+  if (!coll_params_) {
+    Params p = params();
+    if (id().size > 1 && id().rank != 0)
+      decode_coll_params(
+          boot_->get(kCollParamsKey,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(kAddressTimeout)),
+          p);
+    coll_params_ = p;
+  }
+  return *coll_params_;
 }
 
 TransportLimits Context::shm_limits(std::size_t am_header_bytes) {
@@ -133,6 +168,7 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     address.insert(address.end(), a.begin(), a.end());
   }
   if (id().size > 1) boot_->put("addr/" + std::to_string(id().rank), address);
+  if (id().size > 1 && id().rank == 0) boot_->put(kCollParamsKey, encode_coll_params(params()));
   // connect=eager: pre-warm every peer now (on shm: map every pair segment), so that no
   // first message pays for it. Needs only the peers' addresses, not their progress.
   if (params_.values.connect_eager)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ public:
   // (cheap enough for a waiting loop); nullptr while none has.
   const PeerFailure* peer_failure();
   const Params& params() const { return params_.values; }
+  // The parameters a collective reads: this rank's, except that the values that shape one
+  // (fragment_size, pipeline_depth, eager_threshold, the link and copy figures,
+  // allreduce_compress) are rank 0's, so that every rank picks the same algorithm and path and
+  // cuts the same segments even when ranks were started with different settings
+  // (point-to-point thresholds may differ per rank; DESIGN §2, §5). Rank 0 publishes them at
+  // start(); another rank fetches them from the bootstrap on its first call.
+  const Params& coll_params() const;
   const ParamSet& param_set() const { return params_; }
   const EnvSettings& settings() const { return settings_; }
   // How the link figures were obtained (measured or why not); valid after start().
@@ -120,6 +128,7 @@ private:
   std::chrono::steady_clock::time_point next_failure_poll_{};
   std::size_t am_header_bytes_ = 0;
   ParamSet params_;
+  mutable std::optional<Params> coll_params_;
   Calibration calibration_;
   EnvSettings settings_;
   Counters counters_;

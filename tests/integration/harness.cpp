@@ -6,10 +6,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace itest {
 
@@ -319,7 +322,35 @@ public:
 
 void watchdog_phase(const std::string& phase) { watchdog().phase(phase); }
 
+namespace {
+
+// RMP_ITEST_RANK_ENV="VAR=V,VAR=V|VAR=V": group g of variables (groups split by '|') is set
+// in ranks whose rank % groups == g, before rmp starts. How a variant gives ranks different
+// settings (rlaunch -x gives every rank the same).
+void apply_rank_env() {
+  const char* spec = std::getenv("RMP_ITEST_RANK_ENV");
+  const char* rank = std::getenv("RMP_RANK");
+  if (!spec || !rank) return;
+  std::vector<std::string> groups(1);
+  for (const char* p = spec; *p; ++p)
+    if (*p == '|') groups.emplace_back();
+    else groups.back() += *p;
+  const std::string& mine = groups[std::strtoul(rank, nullptr, 10) % groups.size()];
+  std::size_t at = 0;
+  while (at < mine.size()) {
+    std::size_t end = mine.find(',', at);
+    if (end == std::string::npos) end = mine.size();
+    const std::string kv = mine.substr(at, end - at);
+    if (const std::size_t eq = kv.find('='); eq != std::string::npos)
+      ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    at = end + 1;
+  }
+}
+
+}  // namespace
+
 int run_spmd_main(int argc, char** argv) {
+  apply_rank_env();
   watchdog_phase("rmp::Environment construction");
   int result = 1;
   try {

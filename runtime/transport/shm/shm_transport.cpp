@@ -81,8 +81,11 @@ std::size_t ready_size_of_node(const void* h) {
   return p->ready.load(std::memory_order_acquire) == 1 ? p->total : 0;
 }
 
+// What a rank publishes for its peers on the node: who it is, and the pair geometry it wants
+// (from its own settings, which may differ from the peer's: thresholds are per rank).
 struct ShmAddress {
   std::int32_t node, local_rank, pid, world;
+  std::uint64_t ring_lines, data_bytes, chunk_bytes, nchunks;
 };
 
 // Offsets inside one direction's area.
@@ -254,7 +257,9 @@ public:
     return k;
   }
   std::vector<std::byte> address() const override {
-    ShmAddress a{id_.node_id, id_.local_rank, static_cast<std::int32_t>(::getpid()), id_.rank};
+    ShmAddress a{id_.node_id,      id_.local_rank,  static_cast<std::int32_t>(::getpid()),
+                 id_.rank,         cfg_.ring_lines, cfg_.data_bytes,
+                 seg_chunk_bytes_, seg_nchunks_};
     std::vector<std::byte> v(sizeof a);
     std::memcpy(v.data(), &a, sizeof a);
     return v;
@@ -846,7 +851,14 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
   if (auto it = by_local_.find(a.local_rank); it != by_local_.end()) return it->second;
 
   const std::string name = pair_name(id_.local_rank, a.local_rank);
-  const DirLayout d(cfg_.ring_lines, cfg_.data_bytes, seg_nchunks_, seg_chunk_bytes_);
+  // The pair is as large as either rank wants it: both send into it, and ranks need not agree
+  // on thresholds (a rank whose eager_threshold is larger sends larger eager messages, which
+  // a ring sized for the peer alone rejected: the message was lost).
+  const std::size_t ring_lines = std::max<std::size_t>(cfg_.ring_lines, a.ring_lines),
+                    data_bytes = std::max<std::size_t>(cfg_.data_bytes, a.data_bytes),
+                    chunk_bytes = std::max<std::size_t>(seg_chunk_bytes_, a.chunk_bytes),
+                    nchunks = std::max<std::size_t>(seg_nchunks_, a.nchunks);
+  const DirLayout d(ring_lines, data_bytes, nchunks, chunk_bytes);
   const std::size_t hdr_size = round_up(sizeof(PairHeader), kPage);
   const std::size_t total = hdr_size + 2 * d.size;
   // Populated at once: the rings and chunks are all used soon, and faulting them in on the
@@ -857,11 +869,11 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
   if (seg) {
     auto* h = static_cast<PairHeader*>(seg.data());
     h->magic = kMagic;
-    h->nlines = static_cast<std::uint32_t>(cfg_.ring_lines);
+    h->nlines = static_cast<std::uint32_t>(ring_lines);
     h->total = total;
-    h->data_bytes = cfg_.data_bytes;
-    h->chunk_bytes = seg_chunk_bytes_;
-    h->nchunks = seg_nchunks_;
+    h->data_bytes = data_bytes;
+    h->chunk_bytes = chunk_bytes;
+    h->nchunks = nchunks;
     h->dir_off[0] = hdr_size;
     h->dir_off[1] = hdr_size + d.size;
     h->world[my_dir] = id_.rank;
