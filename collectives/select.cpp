@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "collectives/exchange.hpp"
@@ -309,11 +308,7 @@ CostModel cost_model(const rt::Params& p, double ranks_per_core) {
 CostModel cost_model(const CommImpl& c) {
   const rt::Context& ctx = c.engine().context();
   double per_core = 1;
-  if (ctx.oversubscribed()) {
-    // A process constant; hardware_concurrency() reads /sys, so ask once.
-    static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    per_core = static_cast<double>(ctx.id().local_size) / cores;
-  }
+  if (ctx.oversubscribed()) per_core = static_cast<double>(ctx.id().local_size) / ctx.local_cores();
   return cost_model(ctx.coll_params(), per_core);
 }
 

@@ -1,6 +1,7 @@
 // hwloc CPU binding (binding.hpp).
 #include "launcher/binding.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,19 +12,24 @@ namespace rmp::launcher {
 
 CpuBinding::CpuBinding(std::optional<BindTo> requested, int local_ranks) {
   if (hwloc_topology_init(&topology_) != 0) throw SystemError("hwloc_topology_init", errno);
-  if (hwloc_topology_load(topology_) != 0) {
+  // hwloc drops only what cgroups forbid; rlaunch's own affinity mask (taskset, a batch
+  // system's binding) would otherwise be ignored and ranks placed on CPUs it was not given.
+  // Restricted, "cores" means cores rlaunch may run on, partly allowed cores keeping only their
+  // allowed PUs, and NUMA nodes only their allowed CPUs.
+  if (hwloc_topology_set_flags(topology_, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+                                              HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING) != 0 ||
+      hwloc_topology_load(topology_) != 0) {
     const int err = errno;
     hwloc_topology_destroy(topology_);
-    throw SystemError("hwloc_topology_load", err);
+    throw SystemError("hwloc: loading the topology restricted to rlaunch's CPU binding", err);
   }
-  // The loaded topology is already restricted to the CPUs this process may use (cgroups,
-  // taskset), so "cores" means cores rlaunch is allowed to run on.
   hwloc_obj_type_t unit = HWLOC_OBJ_CORE;
   int n = hwloc_get_nbobjs_by_type(topology_, unit);
   if (n <= 0) {  // some virtual machines report no cores: fall back to hardware threads
     unit = HWLOC_OBJ_PU;
     n = hwloc_get_nbobjs_by_type(topology_, unit);
   }
+  cores_ = std::max(n, 0);
   policy_ = requested.value_or(local_ranks <= n ? BindTo::core : BindTo::none);
   if (policy_ == BindTo::none || n <= 0) {
     policy_ = n <= 0 ? BindTo::none : policy_;

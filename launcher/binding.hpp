@@ -22,7 +22,9 @@ public:
   CpuBinding& operator=(const CpuBinding&) = delete;
 
   BindTo policy() const { return policy_; }
-  int cores() const { return static_cast<int>(core_sets_.size()); }
+  // Cores (hardware threads where hwloc sees no cores) rlaunch's own CPU binding allows: what
+  // "ranks ≤ cores" is judged against, here and by the ranks (RMP_LOCAL_CORES).
+  int cores() const { return cores_; }
 
   // In the child, between fork and exec. Never throws; on failure it writes a warning to
   // stderr (the rank's forwarded stderr) and the rank runs unbound.
@@ -31,6 +33,7 @@ public:
 private:
   hwloc_topology_t topology_ = nullptr;
   BindTo policy_ = BindTo::none;
+  int cores_ = 0;
   // Per core, in hwloc's logical order: the cpuset a rank placed on that core is bound to
   // (the core's PUs, or its NUMA node's PUs). Pointers into the topology, which outlives them.
   std::vector<hwloc_const_cpuset_t> core_sets_;

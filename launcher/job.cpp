@@ -232,9 +232,9 @@ private:
   std::vector<std::string> base_environment() const {
     std::vector<std::string> env;
     std::vector<std::string_view> replaced = {
-        wire::kEnvRank,      wire::kEnvSize,   wire::kEnvLocalRank,
-        wire::kEnvLocalSize, wire::kEnvNodeId, wire::kEnvKvs,
-        wire::kEnvJobToken,  wire::kEnvJobId,  "RMP_CLI_PARAMS"};
+        wire::kEnvRank,       wire::kEnvSize,  wire::kEnvLocalRank, wire::kEnvLocalSize,
+        wire::kEnvNodeId,     wire::kEnvKvs,   wire::kEnvJobToken,  wire::kEnvJobId,
+        wire::kEnvLocalCores, "RMP_CLI_PARAMS"};
     for (const auto& [name, value] : spec_.env) replaced.push_back(name);
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view entry(*e);
@@ -255,6 +255,8 @@ private:
     env.push_back(std::string(wire::kEnvSize) + "=" + n);
     env.push_back(std::string(wire::kEnvLocalSize) + "=" + n);  // one node: every rank is local
     env.push_back(std::string(wire::kEnvNodeId) + "=0");
+    if (binding_.cores() > 0)  // 0: hwloc saw none; the ranks then count the online CPUs
+      env.push_back(std::string(wire::kEnvLocalCores) + "=" + std::to_string(binding_.cores()));
     env.push_back(std::string(wire::kEnvKvs) + "=" + std::string(wire::kKvsUnixPrefix) +
                   dir_.socket_path());
     env.push_back(std::string(wire::kEnvJobToken) + "=" + token_);

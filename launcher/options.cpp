@@ -60,8 +60,9 @@ constexpr FlagSpec kFlags[] = {
 
 // Set by rlaunch for every rank; a user value would break the job.
 constexpr std::string_view kLauncherVariables[] = {
-    wire::kEnvRank, wire::kEnvSize,     wire::kEnvLocalRank, wire::kEnvLocalSize, wire::kEnvNodeId,
-    wire::kEnvKvs,  wire::kEnvJobToken, wire::kEnvJobId,     "RMP_CLI_PARAMS"};
+    wire::kEnvRank,       wire::kEnvSize,  wire::kEnvLocalRank, wire::kEnvLocalSize,
+    wire::kEnvNodeId,     wire::kEnvKvs,   wire::kEnvJobToken,  wire::kEnvJobId,
+    wire::kEnvLocalCores, "RMP_CLI_PARAMS"};
 
 bool valid_variable_name(std::string_view name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;

@@ -66,8 +66,11 @@ Context::Context(std::unique_ptr<Bootstrap> boot) : boot_(std::move(boot)) {
   ParamsInput in = params_input_from_environment();
   settings_ = resolve_env_settings(in);
   set_log(settings_.log_level, id().rank);
-  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-  oversubscribed_ = cores > 0 && id().local_size > cores;
+  // rlaunch counts the cores within its own CPU binding (taskset, a batch system's cpuset);
+  // the machine's CPU count would call ranks crowded onto fewer cores not oversubscribed.
+  const long cores = id().local_cores > 0 ? id().local_cores : ::sysconf(_SC_NPROCESSORS_ONLN);
+  local_cores_ = cores > 0 ? static_cast<int>(cores) : id().local_size;  // unknown: not crowded
+  oversubscribed_ = id().local_size > local_cores_;
   endpoints_.assign(static_cast<std::size_t>(id().size), nullptr);
   if (settings_.stats.starts_with("json:")) stats_path_ = checked_stats_path();
 }

@@ -54,6 +54,8 @@ public:
   std::vector<ParamInfo> effective_params(std::string_view transport) const;
   Counters& counters() { return counters_; }
   bool oversubscribed() const { return oversubscribed_; }
+  // Cores this node's ranks share (the launcher's count, else the online CPUs).
+  int local_cores() const { return local_cores_; }
 
   // Endpoint of `peer` (a world rank), connected on first use through the first transport
   // that reaches it. Throws rmp::Error(transport) when none does.
@@ -133,6 +135,7 @@ private:
   EnvSettings settings_;
   Counters counters_;
   bool oversubscribed_ = false;
+  int local_cores_ = 1;
   std::string stats_path_;  // RMP_STATS=json:PATH expanded for this rank; "" otherwise
   std::unique_ptr<Transport> self_, shm_;
   std::vector<Endpoint*> endpoints_;  // by world rank; null until first use

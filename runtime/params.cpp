@@ -735,16 +735,11 @@ void store(Params& p, const Field& field, double v) {
 // ---------------------------------------------------------------------------------------------
 // Variables: which RMP_ names exist
 
-constexpr std::string_view kOtherVariables[] = {"RMP_TRANSPORTS", "RMP_PROFILE",
-                                                "RMP_CALIBRATE",  "RMP_SHM_CMA",
-                                                "RMP_SHM_COPY",   "RMP_PROGRESS_THREAD",
-                                                "RMP_RANK",       "RMP_SIZE",
-                                                "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
-                                                "RMP_NODE_ID",    "RMP_KVS",
-                                                "RMP_JOB_TOKEN",  "RMP_JOB_ID",
-                                                "RMP_CLI_PARAMS", "RMP_PRINT_PARAMS",
-                                                "RMP_STATS",      "RMP_LOG",
-                                                "RMP_COLL_STORE"};
+constexpr std::string_view kOtherVariables[] = {
+    "RMP_TRANSPORTS",      "RMP_PROFILE",      "RMP_CALIBRATE", "RMP_SHM_CMA",    "RMP_SHM_COPY",
+    "RMP_PROGRESS_THREAD", "RMP_RANK",         "RMP_SIZE",      "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
+    "RMP_NODE_ID",         "RMP_LOCAL_CORES",  "RMP_KVS",       "RMP_JOB_TOKEN",  "RMP_JOB_ID",
+    "RMP_CLI_PARAMS",      "RMP_PRINT_PARAMS", "RMP_STATS",     "RMP_LOG",        "RMP_COLL_STORE"};
 constexpr std::string_view kCollectives[] = {"BARRIER",        "BCAST",
                                              "REDUCE",         "ALLREDUCE",
                                              "GATHER",         "GATHERV",

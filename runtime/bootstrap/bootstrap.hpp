@@ -21,6 +21,9 @@ struct JobIdentity {
   int local_rank = 0;
   int local_size = 1;
   int node_id = 0;
+  // Cores this node's ranks may run on, as the launcher counted them within its own CPU
+  // binding; 0 = not told (another launcher, a singleton): count the online CPUs.
+  int local_cores = 0;
   std::string job_id = "single";  // public, unique per job: names shared segments
 };
 

@@ -73,6 +73,7 @@ std::unique_ptr<Bootstrap> make_bootstrap_from_environment() {
   id.local_size = optional_int(wire::kEnvLocalSize, id.size, 1, id.size);
   id.local_rank = optional_int(wire::kEnvLocalRank, id.rank, 0, id.local_size - 1);
   id.node_id = optional_int(wire::kEnvNodeId, 0, 0, id.size - 1);
+  id.local_cores = optional_int(wire::kEnvLocalCores, 0, 1, 1 << 30);
   const auto job_id = env(wire::kEnvJobId);
   if (!job_id) {
     // Ranks must agree on it to find each other's segments, and it must not come from the

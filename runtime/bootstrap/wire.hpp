@@ -57,6 +57,9 @@ inline constexpr const char* kEnvSize = "RMP_SIZE";
 inline constexpr const char* kEnvLocalRank = "RMP_LOCAL_RANK";
 inline constexpr const char* kEnvLocalSize = "RMP_LOCAL_SIZE";
 inline constexpr const char* kEnvNodeId = "RMP_NODE_ID";
+// Cores rlaunch's CPU binding allows on this node: whether ranks outnumber cores is judged
+// against it, not against the whole machine.
+inline constexpr const char* kEnvLocalCores = "RMP_LOCAL_CORES";
 // "unix:/path/to/socket" (one node); later "tcp:host:port".
 inline constexpr const char* kEnvKvs = "RMP_KVS";
 // The per-job secret presented in HELLO: 32 hex digits (128 bits from getrandom). Passed only

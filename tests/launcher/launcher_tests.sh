@@ -331,6 +331,31 @@ binding)  # default core when ranks <= cores: one distinct core each; none: ever
   expect_out_count "cpus " 3
   ;;
 
+binding_within_mask)  # rlaunch under taskset: ranks stay on the CPUs rlaunch was given
+  command -v taskset >/dev/null || { echo "SKIP [$CASE]: no taskset"; exit 0; }
+  # The highest allowed CPU: with two or more, a launcher that ignored its mask would bind
+  # rank 0 to CPU 0 instead.
+  cpu=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
+  for bind in "" "--bind-to core" "--bind-to numa" "--bind-to none"; do
+    # shellcheck disable=SC2086
+    run taskset -c "$cpu" "$RLAUNCH" -n 1 $bind "$PROBE" affinity
+    expect_rc 0
+    expect_out "rank 0 cpus $cpu"
+    expect_out_count "cpus $cpu" 1
+  done
+  # Two ranks on one allowed core: oversubscribed, so unbound by default (not spread onto
+  # CPUs outside the mask), and the ranks are told one core, not the machine's count.
+  run taskset -c "$cpu" "$RLAUNCH" -n 2 "$PROBE" affinity
+  expect_rc 0
+  expect_out_count "cpus $cpu" 2
+  run taskset -c "$cpu" "$RLAUNCH" -n 2 --bind-to core "$PROBE" affinity
+  expect_rc 0
+  expect_out_count "cpus $cpu" 2
+  run taskset -c "$cpu" "$RLAUNCH" -n 2 "$PROBE" env
+  expect_rc 0
+  expect_out_count "RMP_LOCAL_CORES=1" 2
+  ;;
+
 kvs)  # put/get/fence through the real server, parked gets, timeouts that name what they waited for
   run "$RLAUNCH" -n 4 "$PROBE" kvs
   expect_rc 0

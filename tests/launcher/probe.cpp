@@ -218,9 +218,10 @@ int read_stdin() {
 }
 
 int print_env() {
-  for (const char* name : {"RMP_RANK", "RMP_SIZE", "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
-                           "RMP_NODE_ID", "RMP_KVS", "RMP_JOB_TOKEN", "RMP_JOB_ID", "RMP_PROFILE",
-                           "RMP_CLI_PARAMS", "RMP_PRINT_PARAMS", "PROBE_X"}) {
+  for (const char* name :
+       {"RMP_RANK", "RMP_SIZE", "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE", "RMP_NODE_ID",
+        "RMP_LOCAL_CORES", "RMP_KVS", "RMP_JOB_TOKEN", "RMP_JOB_ID", "RMP_PROFILE",
+        "RMP_CLI_PARAMS", "RMP_PRINT_PARAMS", "PROBE_X"}) {
     const char* v = std::getenv(name);
     std::cout << "rank " << (std::getenv("RMP_RANK") ? std::getenv("RMP_RANK") : "?") << " " << name
               << "=" << (v ? v : "<unset>") << std::endl;
