@@ -24,33 +24,32 @@ void LineForwarder::feed(std::string_view data) {
     }
   } else {
     for (auto nl = data.find('\n'); nl != std::string_view::npos; nl = data.find('\n')) {
-      if (!mid_line_) batch += prefix_;
+      batch += prefix_;
       batch += pending_;
       batch.append(data.substr(0, nl + 1));
       pending_.clear();
-      mid_line_ = false;
       data.remove_prefix(nl + 1);
     }
   }
-  if (!data.empty()) {
-    pending_.append(data);
-    if (pending_.size() >= kMaxPendingLine) {
-      if (!mid_line_) batch += prefix_;
-      batch += pending_;
-      pending_.clear();
-      mid_line_ = true;
-    }
+  pending_.append(data);
+  // Bounded memory. A piece of a line that went out without its own newline would have the
+  // next rank's output appended to it (and, tagged, a continuation without its tag).
+  std::size_t passed = 0;
+  while (pending_.size() - passed > kMaxPendingLine) {
+    batch += prefix_;
+    batch.append(pending_, passed, kMaxPendingLine);
+    batch += '\n';
+    passed += kMaxPendingLine;
   }
+  pending_.erase(0, passed);
   sink_->write(batch);
 }
 
 void LineForwarder::finish() {
-  if (pending_.empty() && !(mid_line_ && !prefix_.empty())) return;
-  std::string rest = mid_line_ ? std::string() : prefix_;
-  rest += pending_;
+  if (pending_.empty()) return;
+  std::string rest = prefix_ + pending_;
   if (!prefix_.empty()) rest += '\n';
   pending_.clear();
-  mid_line_ = false;
   sink_->write(rest);
 }
 

@@ -1,5 +1,8 @@
 // Forwarding of the ranks' stdout/stderr to rlaunch's own, whole lines at a time so lines of
 // different ranks never interleave mid-line, optionally prefixed "[rank] " (--tag-output).
+// Memory is bounded: at most kMaxPendingLine bytes of a rank's unfinished line are held back.
+// Beyond that the line is passed on in pieces of that size, each ended with a newline rlaunch
+// adds (so no other rank's output is appended to it) and, with a prefix, each tagged.
 #pragma once
 
 #include <string>
@@ -21,7 +24,7 @@ private:
 
 class LineForwarder {
 public:
-  // A line longer than this without a newline is passed on in pieces (bounded memory).
+  // More than this without a newline is passed on as pieces of this size, each made a line.
   static constexpr std::size_t kMaxPendingLine = 64 * 1024;
 
   LineForwarder(OutputSink& sink, std::string prefix) : sink_(&sink), prefix_(std::move(prefix)) {}
@@ -34,8 +37,7 @@ public:
 private:
   OutputSink* sink_;
   std::string prefix_;
-  std::string pending_;
-  bool mid_line_ = false;  // the last piece passed on did not end a line: no prefix before the next
+  std::string pending_;  // the unfinished line, at most kMaxPendingLine bytes between calls
 };
 
 }  // namespace rmp::launcher

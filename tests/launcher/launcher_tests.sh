@@ -251,6 +251,36 @@ tag_output)  # whole lines, [rank] prefix on stdout and stderr, partial last lin
     fail "untagged output not passed through byte for byte"
   ;;
 
+long_line)  # a line over 64 KiB: pieces end their line, another rank's line stays whole
+  # Rank 0 writes 200 000 bytes of one line (the write returns only once rlaunch has read, and
+  # passed on, more than 64 KiB of it), then rank 1 a short line, and only then rank 0 ends
+  # its line.
+  ranks='if [ "$RMP_RANK" = 0 ]; then
+      head -c 200000 /dev/zero | tr "\0" a; touch "$1/written"
+      while [ ! -e "$1/short" ]; do sleep 0.01; done; sleep 0.2; echo END
+    else
+      while [ ! -e "$1/written" ]; do sleep 0.01; done
+      echo "short line from rank 1"; touch "$1/short"
+    fi'
+  for tag in "" "--tag-output"; do
+    rm -f "$WORK/written" "$WORK/short"
+    # shellcheck disable=SC2086
+    run "$RLAUNCH" -n 2 $tag sh -c "$ranks" ranks "$WORK"
+    expect_rc 0
+    p0='' p1=''
+    [ -n "$tag" ] && p0='\[0\] ' p1='\[1\] '
+    grep -qx "${p1}short line from rank 1" "$OUT" || fail "rank 1's line not whole ($tag)"
+    expect_out_count "short line from rank 1" 1
+    expect_out_count "END" 1
+    bad=$(grep -cvE "^${p0}a+(END)?\$|^${p1}short line from rank 1\$" "$OUT")
+    [ "$bad" -eq 0 ] || fail "$bad line(s) mix ranks or lack the tag ($tag)"
+    long=$(awk 'length($0) > 65536 + 4' "$OUT" | wc -l)
+    [ "$long" -eq 0 ] || fail "$long line(s) longer than 64 KiB ($tag)"
+    n=$(grep -v 'short line' "$OUT" | grep -o 'a*' | tr -d '\n' | wc -c)
+    [ "$n" -eq 200000 ] || fail "rank 0's line arrived with $n of 200000 bytes ($tag)"
+  done
+  ;;
+
 stdin)  # stdin goes to rank 0 only, EOF included
   start=$(date +%s%N)
   printf 'hello\nworld' | timeout -k 5 30 "$RLAUNCH" -n 2 "$PROBE" stdin >"$OUT" 2>"$ERR"

@@ -192,14 +192,51 @@ TEST(LineForwarder, Untagged_PassesBytesExactly) {
   EXPECT_EQ(out.take(), "a\nb");
 }
 
-TEST(LineForwarder, OverlongLine_GoesOutInPieces_WithOnePrefix) {
+TEST(LineForwarder, OverlongLine_PiecesEndTheLine_ContinuationTagged) {
   Captured out;
   LineForwarder f(out.sink(), "[0] ");
   const std::string big(LineForwarder::kMaxPendingLine, 'x');
-  f.feed(big);
-  EXPECT_EQ(out.take(), "[0] " + big);
+  f.feed(big);  // exactly the limit: still held, the newline may come next
+  EXPECT_EQ(out.take(), "");
+  f.feed("yy");
+  EXPECT_EQ(out.take(), "[0] " + big + "\n");
   f.feed("tail\nnext\n");
-  EXPECT_EQ(out.take(), "tail\n[0] next\n");
+  EXPECT_EQ(out.take(), "[0] yytail\n[0] next\n");
+  // Several pieces from one chunk; what stays held is below the limit.
+  f.feed(big + big + big + "z");
+  EXPECT_EQ(out.take(), "[0] " + big + "\n[0] " + big + "\n[0] " + big + "\n");
+  f.finish();
+  EXPECT_EQ(out.take(), "[0] z\n");
+}
+
+TEST(LineForwarder, OverlongLine_Untagged_PieceEndsTheLine) {
+  Captured out;
+  LineForwarder f(out.sink(), "");
+  const std::string big(LineForwarder::kMaxPendingLine, 'x');
+  f.feed(big + "yy");
+  EXPECT_EQ(out.take(), big + "\n");
+  f.feed("tail\nb");
+  f.finish();
+  EXPECT_EQ(out.take(), "yytail\nb");
+}
+
+// Two ranks into one sink, as rlaunch forwards them: a piece of rank 0's overlong line never
+// has rank 1's line appended to it.
+TEST(LineForwarder, OverlongLine_OtherRanksLineStaysWhole) {
+  for (const std::string prefix0 : {"", "[0] "}) {
+    Captured out;
+    const std::string prefix1 = prefix0.empty() ? "" : "[1] ";
+    LineForwarder f0(out.sink(), prefix0);
+    LineForwarder f1(out.sink(), prefix1);
+    const std::string half(35000, 'a');
+    f0.feed(half + half);
+    f1.feed("short line from rank 1\n");
+    f0.feed("END\n");
+    const std::string rest(70000 - LineForwarder::kMaxPendingLine, 'a');
+    EXPECT_EQ(out.take(), prefix0 + std::string(LineForwarder::kMaxPendingLine, 'a') + "\n" +
+                              prefix1 + "short line from rank 1\n" + prefix0 + rest + "END\n")
+        << "prefix '" << prefix0 << "'";
+  }
 }
 
 }  // namespace
