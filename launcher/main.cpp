@@ -8,11 +8,15 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launcher/errors.hpp"
 #include "launcher/job.hpp"
 #include "launcher/options.hpp"
+#include "runtime/params.hpp"
+
+extern char** environ;  // POSIX; no standard C++ header declares it
 
 namespace {
 
@@ -42,15 +46,15 @@ void raise_fd_limit() {
   }
 }
 
-JobSpec job_spec(LaunchOptions options) {
+JobSpec job_spec(const LaunchOptions& options) {
   JobSpec spec;
-  spec.command = std::move(options.command);
+  spec.command = options.command;
   spec.np = options.np;
   spec.bind_to = options.bind_to;
   spec.tag_output = options.tag_output;
   spec.timeout = options.timeout;
   spec.timeout_text = options.timeout_text;
-  spec.env = std::move(options.exports);
+  spec.env = options.exports;
   if (options.profile) spec.env.emplace_back("RMP_PROFILE", *options.profile);
   if (!options.params.empty()) {
     std::string joined;  // "k=v;k=v", read back by the knob table (runtime/params.cpp)
@@ -60,6 +64,35 @@ JobSpec job_spec(LaunchOptions options) {
   }
   if (options.print_params) spec.env.emplace_back("RMP_PRINT_PARAMS", "1");
   return spec;
+}
+
+// Every rank checks its RMP_ variables and --param values at start-up and throws on a bad one;
+// checked here first, with the library's own rules, a typo is one usage error instead of N
+// aborted ranks. The input is what the ranks will see: rlaunch's RMP_ variables, then -x,
+// --profile and --print-params over them, and --param as the command line's knobs. Resolved
+// as the ranks resolve it on one node (the shm view, its declared limits).
+void check_rank_settings(const LaunchOptions& options, const JobSpec& spec) {
+  rmp::rt::ParamsInput in;
+  const auto add = [&in](std::string_view name, std::string_view value) {
+    // rlaunch sets RMP_CLI_PARAMS itself (from --param, below as in.cli).
+    if (name.starts_with("RMP_") && name != "RMP_CLI_PARAMS")
+      in.env.insert_or_assign(std::string(name), std::string(value));
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string_view::npos) add(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  for (const auto& [name, value] : spec.env) add(name, value);
+  for (const auto& [key, value] : options.params) in.cli.insert_or_assign(key, value);
+  in.transport = "shm";
+  in.limits = rmp::rt::declared_limits("shm");
+  try {
+    (void)rmp::rt::resolve_env_settings(in);
+    (void)rmp::rt::resolve_params(in);
+  } catch (const rmp::Error& e) {
+    throw UsageError(e.what());
+  }
 }
 
 }  // namespace
@@ -79,8 +112,10 @@ int main(int argc, char** argv) {
                    remote->name.c_str(), remote->origin.c_str());
       return kExitUsage;
     }
+    JobSpec spec = job_spec(options);
+    check_rank_settings(options, spec);
     raise_fd_limit();
-    return run_job(job_spec(std::move(options)));
+    return run_job(spec);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "rlaunch: %s\nTry 'rlaunch --help' for usage.\n", e.what());
     return kExitUsage;

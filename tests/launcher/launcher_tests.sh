@@ -207,6 +207,31 @@ bad_arguments)  # one "rlaunch: …" line, a usage hint, exit 2
   bad -n 2 -n 3 true
   bad --tag-output=yes -n 2 true
   bad -n
+  # Values the ranks would reject: one line naming knob, value and range, before any rank starts
+  # (each rank used to die on the uncaught error, exit 134).
+  bad_value() {
+    local expected=$1
+    shift
+    run "$RLAUNCH" "$@" sh -c 'echo rank-started'
+    expect_rc 2
+    expect_err "rlaunch: $expected"
+    expect_no_out "rank-started"
+    [ "$(grep -c '^rlaunch: ' "$ERR")" -eq 1 ] || fail "not one error line for: $*"
+  }
+  bad_value "--param lanes=abc: not a number (allowed 1.." -n 2 --param lanes=abc
+  bad_value "--param eager_threshold=2G: out of range (allowed 0.." -n 2 --param eager_threshold=2G
+  bad_value "--param eager_threshold=1=2: unexpected '=2'" -n 2 --param 'eager_threshold=1=2'
+  bad_value "RMP_FRAGMENT_SIZE=abc: not a number (allowed " -n 2 -x RMP_FRAGMENT_SIZE=abc
+  bad_value "RMP_WAIT_MODE=spin: " -n 2 -x RMP_WAIT_MODE=spin
+  bad_value "RMP_LOG=loud: unknown value" -n 2 -x RMP_LOG=loud
+  bad_value "unknown variable RMP_EAGER_TRESHOLD (did you mean RMP_EAGER_THRESHOLD?)" \
+    -n 2 -x RMP_EAGER_TRESHOLD=1K
+  RMP_FRAGMENT_SIZE=abc bad_value "RMP_FRAGMENT_SIZE=abc: not a number" -n 2  # inherited
+  # -x and --param override what rlaunch inherited, as they do for the ranks.
+  RMP_LANES=abc run "$RLAUNCH" -n 1 -x RMP_LANES=2 --param eager_threshold=4K true
+  expect_rc 0
+  RMP_LANES=abc run "$RLAUNCH" -n 1 --param lanes=2 true
+  expect_rc 2  # the ranks check the environment's value even when --param hides it
   run "$RLAUNCH" --help
   expect_rc 0
   expect_out "Usage: rlaunch -n N"
