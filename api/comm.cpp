@@ -16,6 +16,7 @@ using api::check_buffer;
 using api::check_rank;
 using api::check_tag;
 using api::checked_bytes;
+using api::checked_total;
 using api::comm_of;
 using p2p::Channel;
 
@@ -40,7 +41,7 @@ void check_op(const char* call, Op op, detail::Type t) {
 }
 
 void check_counts(const char* call, const char* arg, std::span<const std::size_t> v, int size) {
-  if (v.size() < static_cast<std::size_t>(size))
+  if (v.size() != static_cast<std::size_t>(size))
     throw Error(Errc::invalid_count, std::string(call) + ": argument '" + arg + "' has " +
                                          std::to_string(v.size()) + " entries, the communicator has " +
                                          std::to_string(size) + " ranks");
@@ -250,14 +251,12 @@ void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out,
   detail::CommImpl& c = comm_of(*this, "gather");
   check_rank("gather", "root", root, c.size(), false);
   const std::size_t bytes = checked_bytes("gather", "count", count, esize);
+  checked_total("gather", count, c.size(), esize);
   const bool at_root = c.rank() == root;
   if (inplace && !at_root)
     throw Error(Errc::invalid_argument, "gather: in_place is allowed only at the root");
   if (!inplace) check_buffer("gather", "in", in, count);
-  if (at_root) {
-    checked_bytes("gather", "count", count * static_cast<std::size_t>(c.size()), esize);
-    check_buffer("gather", "out", out, count);
-  }
+  if (at_root) check_buffer("gather", "out", out, count);
   coll::gather(c, inplace ? nullptr : in, out, bytes, root);
 }
 
@@ -266,6 +265,7 @@ void Comm::scatter_(const void* in, std::size_t count, void* out, std::size_t es
   detail::CommImpl& c = comm_of(*this, "scatter");
   check_rank("scatter", "root", root, c.size(), false);
   const std::size_t bytes = checked_bytes("scatter", "count", count, esize);
+  checked_total("scatter", count, c.size(), esize);
   if (c.rank() == root) check_buffer("scatter", "in", in, count);
   check_buffer("scatter", "out", out, count);
   coll::scatter(c, in, out, bytes, root);
@@ -275,7 +275,7 @@ void Comm::allgather_(const void* in, bool inplace, std::size_t count, void* out
                       std::size_t esize, Type) const {
   detail::CommImpl& c = comm_of(*this, "allgather");
   const std::size_t bytes = checked_bytes("allgather", "count", count, esize);
-  checked_bytes("allgather", "count", count * static_cast<std::size_t>(c.size()), esize);
+  checked_total("allgather", count, c.size(), esize);
   if (!inplace) check_buffer("allgather", "in", in, count);
   check_buffer("allgather", "out", out, count);
   coll::allgather(c, inplace ? nullptr : in, out, bytes);
@@ -285,7 +285,7 @@ void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out,
                      std::size_t esize, Type) const {
   detail::CommImpl& c = comm_of(*this, "alltoall");
   const std::size_t bytes = checked_bytes("alltoall", "count", count, esize);
-  checked_bytes("alltoall", "count", count * static_cast<std::size_t>(c.size()), esize);
+  checked_total("alltoall", count, c.size(), esize);
   if (!inplace) check_buffer("alltoall", "in", in, count);
   check_buffer("alltoall", "out", out, count);
   coll::alltoall(c, inplace ? nullptr : in, out, bytes);
@@ -294,7 +294,7 @@ void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out,
 void Comm::reduce_scatter_block_(const void* in, bool inplace, void* out, std::size_t count,
                                  std::size_t esize, Type t, Op op) const {
   detail::CommImpl& c = comm_of(*this, "reduce_scatter_block");
-  checked_bytes("reduce_scatter_block", "count", count * static_cast<std::size_t>(c.size()), esize);
+  checked_total("reduce_scatter_block", count, c.size(), esize);
   check_op("reduce_scatter_block", op, t);
   if (!inplace) check_buffer("reduce_scatter_block", "in", in, count);
   check_buffer("reduce_scatter_block", "out", out, count);

@@ -8,8 +8,8 @@
 #include <rmp/rmp.hpp>
 
 #include "api/state.hpp"
-#include "collectives/collectives.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/bootstrap/wire.hpp"
 #include "runtime/log.hpp"
 
 namespace rmp {
@@ -25,6 +25,13 @@ void throw_invalid_comm(const char* call, bool null_impl) {
                     "color undefined)");
   throw Error(Errc::invalid_comm,
               std::string(call) + ": rmp is not initialised (no live rmp::Environment)");
+}
+
+void throw_total_overflow(const char* call, std::size_t count, int ranks, std::size_t esize) {
+  throw Error(Errc::invalid_count,
+              std::string(call) + ": argument 'count' = " + std::to_string(count) +
+                  " elements of " + std::to_string(esize) + " bytes for each of " +
+                  std::to_string(ranks) + " ranks overflows the address space");
 }
 
 void throw_bytes_overflow(const char* call, const char* arg, std::size_t count, std::size_t esize) {
@@ -102,7 +109,8 @@ Environment::~Environment() {
   try {
     detail::Engine& e = *p.engine;
     // Deliver what is still in flight (detached requests included), bounded in time.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    constexpr auto kWait = std::chrono::seconds(60);
+    auto deadline = std::chrono::steady_clock::now() + kWait;
     e.progress_until([&] {
       return e.drained() || std::chrono::steady_clock::now() > deadline;
     });
@@ -110,8 +118,25 @@ Environment::~Environment() {
       rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
                    " sends were never matched by a receive; giving up on them after 60 s");
     // Everyone stops together: nobody unmaps memory a peer may still be reading. The barrier
-    // runs through the progress engine, so rendezvous data keeps flowing while we wait.
-    coll::barrier(*p.world.impl());
+    // runs through the progress engine, so rendezvous data keeps flowing while we wait. It is
+    // the non-blocking one (RMP_BARRIER_ALGO forces the user's barriers, not this one), bounded
+    // too: a rank that never finalises (alive, but stuck or still working) ends this wait with
+    // an error, and rlaunch then ends the job, instead of a finalize that never returns.
+    Request closing = p.world.ibarrier();
+    deadline = std::chrono::steady_clock::now() + kWait;
+    bool late = false;
+    e.progress_until([&] {
+      late = std::chrono::steady_clock::now() > deadline;
+      return closing.state_for_internal_use()->complete || late;
+    });
+    if (late && !closing.state_for_internal_use()->complete) {
+      p.engine->stop_progress_thread();
+      throw Error(Errc::timeout,
+                  "the job's closing barrier: not every rank reached finalize "
+                  "within 60 s (one still running, or stuck?); leaving without "
+                  "the others");
+    }
+    closing.wait();
     p.engine->stop_progress_thread();
     p.context->bootstrap().finalize();
     const auto& stats = p.context->settings().stats;
@@ -144,7 +169,7 @@ void abort(int code, std::string_view why) {
   if (p.context && !p.finalized) p.context->bootstrap().abort(code, why);
   std::fprintf(stderr, "rmp: abort(%d): %.*s\n", code, static_cast<int>(why.size()), why.data());
   std::fflush(stderr);
-  ::_exit(code == 0 ? 1 : code);
+  ::_exit(wire::abort_exit_status(code));
 }
 
 bool initialized() { return api::process().initialized; }

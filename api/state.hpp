@@ -30,6 +30,8 @@ inline Process& process() { return g_process; }
 // checks, they took 15-25 instructions a call: ~180 of the ~1 000 a rank ran per 8-byte
 // ping-pong iteration outside polling (callgrind).
 [[noreturn, gnu::cold]] void throw_invalid_comm(const char* call, bool null_impl);
+[[noreturn, gnu::cold]] void throw_total_overflow(const char* call, std::size_t count, int ranks,
+                                                  std::size_t esize);
 [[noreturn, gnu::cold]] void throw_bytes_overflow(const char* call, const char* arg,
                                                   std::size_t count, std::size_t esize);
 [[noreturn, gnu::cold]] void throw_null_buffer(const char* call, const char* arg,
@@ -53,6 +55,18 @@ inline std::size_t checked_bytes(const char* call, const char* arg, std::size_t 
   if (__builtin_mul_overflow(count, esize, &bytes) || bytes > static_cast<std::size_t>(PTRDIFF_MAX))
       [[unlikely]]
     throw_bytes_overflow(call, arg, count, esize);
+  return bytes;
+}
+
+// count × esize bytes for each of `ranks` ranks (a gathered or scattered vector), or
+// invalid_count naming the call and count: checked on every rank, so all of them throw alike.
+inline std::size_t checked_total(const char* call, std::size_t count, int ranks,
+                                 std::size_t esize) {
+  std::size_t bytes;
+  if (__builtin_mul_overflow(count, esize, &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<std::size_t>(ranks), &bytes) ||
+      bytes > static_cast<std::size_t>(PTRDIFF_MAX)) [[unlikely]]
+    throw_total_overflow(call, count, ranks, esize);
   return bytes;
 }
 

@@ -441,7 +441,7 @@ private:
   }
 
   void on_abort(int r, int code, const std::string& why) {
-    fail(code == 0 ? 1 : code,
+    fail(wire::abort_exit_status(code),
          "rank " + std::to_string(r) + " called abort(" + std::to_string(code) + "): " + why);
   }
 

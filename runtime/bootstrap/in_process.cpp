@@ -12,6 +12,7 @@
 #include <rmp/rmp.hpp>
 
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/bootstrap/wire.hpp"
 
 namespace rmp::rt {
 
@@ -120,7 +121,7 @@ public:
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
     // Same rule as rlaunch: an abort never reads as success, even abort(0).
-    _exit(code == 0 ? 1 : code);
+    _exit(wire::abort_exit_status(code));
   }
 
   void finalize() override {}

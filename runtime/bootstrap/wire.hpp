@@ -21,6 +21,14 @@
 
 namespace rmp::wire {
 
+// The exit status of a job (and of the aborting process) for rmp::abort(code): the low 8 bits
+// of code, as a process status holds, and 1 where they are 0 (abort(0), abort(256)): an
+// abort always ends the job as a failure.
+constexpr int abort_exit_status(int code) {
+  const int low = code & 0xff;
+  return low == 0 ? 1 : low;
+}
+
 inline constexpr std::uint32_t kMaxFrame = 1u << 20;  // a frame larger than this is an error
 
 // Request bodies → reply. Every request but abort gets exactly one reply.

@@ -96,6 +96,12 @@ abort)  # abort(code) ends the job with code and says who and why; abort(0) → 
   run "$RLAUNCH" -n 2 "$PROBE" abort 0 0
   expect_rc 1
   expect_err "rlaunch: rank 0 called abort(0): probe gave up"
+  # A code whose low 8 bits are 0 is still a failure; others keep their low 8 bits.
+  run "$RLAUNCH" -n 2 "$PROBE" abort 1 256
+  expect_rc 1
+  expect_err "rlaunch: rank 1 called abort(256): probe gave up"
+  run "$RLAUNCH" -n 2 "$PROBE" abort 1 1000
+  expect_rc 232
   ;;
 
 program_without_rmp)  # judged by exit status only
