@@ -41,7 +41,7 @@ void check_op(const char* call, Op op, detail::Type t) {
 }
 
 void check_counts(const char* call, const char* arg, std::span<const std::size_t> v, int size) {
-  if (v.size() != static_cast<std::size_t>(size))
+  if (v.size() < static_cast<std::size_t>(size))
     throw Error(Errc::invalid_count, std::string(call) + ": argument '" + arg + "' has " +
                                          std::to_string(v.size()) + " entries, the communicator has " +
                                          std::to_string(size) + " ranks");

@@ -117,7 +117,8 @@ Environment::~Environment() {
     if (e.outstanding_sends() != 0)
       rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
                    " sends were never matched by a receive; giving up on them after 60 s");
-    // Everyone stops together: nobody unmaps memory a peer may still be reading. The barrier
+    // Everyone stops together (unless the wait below times out): nobody unmaps memory a peer
+    // may still be reading. The barrier
     // runs through the progress engine, so rendezvous data keeps flowing while we wait. It is
     // the non-blocking one (RMP_BARRIER_ALGO forces the user's barriers, not this one), bounded
     // too: a rank that never finalises (alive, but stuck or still working) ends this wait with

@@ -87,6 +87,9 @@ void check_rank_settings(const LaunchOptions& options, const JobSpec& spec) {
   for (const auto& [key, value] : options.params) in.cli.insert_or_assign(key, value);
   in.transport = "shm";
   in.limits = rmp::rt::declared_limits("shm");
+  // Syntax, ranges and names only: bounds that follow the link figures (cq_depth ≥ sq_depth +
+  // rq_depth, through pipeline_depth) are the ranks' to judge once they have measured them.
+  in.refuse_below_bound = false;
   try {
     (void)rmp::rt::resolve_env_settings(in);
     (void)rmp::rt::resolve_params(in);

@@ -321,8 +321,9 @@ Starts N ranks of PROGRAM on this node and serves their bootstrap.
   --print-params             rank 0 prints the effective parameters at start
   -h, --help                 this text
 
-Output goes out whole lines at a time, so ranks' lines never mix; a line longer than 64 KiB
-is broken into 64 KiB lines (rlaunch adds the newlines; each is tagged with --tag-output).
+Output goes out whole lines at a time, so ranks' lines never mix; a line still unfinished
+after 64 KiB is passed on in 64 KiB lines (rlaunch adds the newlines; each is tagged with
+--tag-output).
 
 Exit status: 0 when every rank exits 0 (and every rank that initialised rmp finalised);
 otherwise that of the first rank to fail: its exit code, 128+signal, or 1 for an exit 0

@@ -68,7 +68,12 @@ Context::Context(std::unique_ptr<Bootstrap> boot) : boot_(std::move(boot)) {
   set_log(settings_.log_level, id().rank);
   // rlaunch counts the cores within its own CPU binding (taskset, a batch system's cpuset);
   // the machine's CPU count would call ranks crowded onto fewer cores not oversubscribed.
-  const long cores = id().local_cores > 0 ? id().local_cores : ::sysconf(_SC_NPROCESSORS_ONLN);
+  // Without rlaunch's count: the CPUs this process may run on (taskset included).
+  cpu_set_t allowed;
+  const long cores = id().local_cores > 0 ? id().local_cores
+                     : ::sched_getaffinity(0, sizeof allowed, &allowed) == 0
+                         ? CPU_COUNT(&allowed)
+                         : ::sysconf(_SC_NPROCESSORS_ONLN);
   local_cores_ = cores > 0 ? static_cast<int>(cores) : id().local_size;  // unknown: not crowded
   oversubscribed_ = id().local_size > local_cores_;
   endpoints_.assign(static_cast<std::size_t>(id().size), nullptr);
@@ -145,6 +150,17 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   am_header_bytes_ = am_header_bytes;
   self_ = make_self_transport(id().rank, sink);
   std::vector<std::byte> address;
+  const auto& listed = settings_.transports;  // RMP_TRANSPORTS; empty: every one that starts
+  if (id().local_size > 1 && !listed.empty() &&
+      std::find(listed.begin(), listed.end(), "shm") == listed.end()) {
+    std::string names;
+    for (const std::string& t : listed) names += (names.empty() ? "" : ",") + t;
+    throw Error(Errc::transport,
+                "RMP_TRANSPORTS=" + names + ": no listed transport reaches the other " +
+                    std::to_string(id().local_size - 1) +
+                    " ranks on this node (this build has self and shm; tcp is not implemented "
+                    "yet and verbs is not built): list shm");
+  }
   if (id().local_size > 1) {
     const Params& p = params_.values;
     ShmConfig cfg;

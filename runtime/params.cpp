@@ -703,7 +703,7 @@ void Resolver::resolve(Knob k) {
     if (r.value < bound) {
       const std::string bound_text =
           std::string(d.invariant.bound_name) + " = " + format_value(d, bound);
-      if (given && d.invariant.binds_explicit)
+      if (given && d.invariant.binds_explicit && in_.refuse_below_bound)
         invalid(given->who + "=" + given->text + ": below " + bound_text + " (" +
                 std::string(d.invariant.why) + "; allowed " + allowed_text(d, bound, range.max) +
                 ")");

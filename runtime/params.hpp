@@ -82,6 +82,9 @@ struct ParamsInput {
   // shown in the rows' notes. Empty: no reason given (rinfo, tests).
   std::string not_calibrated_reason;
   bool oversubscribed = false;            // more local ranks than cores
+  // false: an explicit value below an invariant's bound is kept, not refused (rlaunch checks
+  // the ranks' settings before they measure the link figures such bounds follow).
+  bool refuse_below_bound = true;
 };
 
 struct ParamSet {

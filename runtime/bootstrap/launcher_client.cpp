@@ -164,7 +164,7 @@ public:
   }
 
   [[noreturn]] void abort(int code, std::string_view why) override {
-    const int status = code == 0 ? 1 : code;  // an abort never reads as success
+    const int status = wire::abort_exit_status(code);  // an abort never reads as success
     bool sent = false;
     {
       // Only the send lock: another thread may sit in get() holding request_mutex_ for minutes.

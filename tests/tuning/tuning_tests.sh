@@ -43,6 +43,19 @@ stats_text)  # RMP_STATS=1: one line per rank on stderr
   expect_err "rmp[1] stats: msgs_inline="
   ;;
 
+transports_without_shm)  # RMP_TRANSPORTS is obeyed: nothing but shm reaches a local peer
+  run "$RLAUNCH" -n 2 -x RMP_TRANSPORTS=verbs "$PROGRAM"
+  expect_rc_not0
+  expect_err "RMP_TRANSPORTS=verbs: no listed transport reaches the other 1 ranks"
+  run "$RLAUNCH" -n 2 -x RMP_TRANSPORTS=tcp,self "$PROGRAM"
+  expect_rc_not0
+  expect_err "RMP_TRANSPORTS=tcp,self: no listed transport"
+  run "$RLAUNCH" -n 2 -x RMP_TRANSPORTS=verbs,shm "$PROGRAM"
+  expect_rc 0
+  run "$RLAUNCH" -n 1 -x RMP_TRANSPORTS=verbs "$PROGRAM"
+  expect_rc 0
+  ;;
+
 stats_bad_values)  # named in the error, before any traffic
   run "$RLAUNCH" -n 2 -x RMP_STATS=foo "$PROGRAM"
   expect_rc_not0

@@ -420,7 +420,8 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
 
 void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
                                   Completion* done, bool streaming) {
-  // The pair may have been laid out by a peer with smaller chunks: never ask for more.
+  // The pair holds chunks at least as large as this rank asked for (ShmTransport::connect); the
+  // clamp only guards against a pair laid out otherwise.
   GetTuner::Pick tune = t_.get_tuner().pick(len);
   std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
   // At most as many fragments of this size in flight as the byte ring holds.
@@ -522,8 +523,10 @@ TStatus ShmEndpoint::put(std::span<const std::byte> local, std::uint64_t remote_
                 true, this});
     return TStatus::ok;
   }
-  // Without cross-memory attach the target copies the pieces in as they arrive.
-  const std::size_t piece = std::max<std::size_t>(out_chunks_.chunk_bytes / 2, 4096);
+  // Without cross-memory attach the target copies the pieces in as they arrive. A piece must
+  // fit the byte ring (a larger one would be refused for ever and stay queued).
+  const std::size_t piece = std::min<std::size_t>(
+      std::max<std::size_t>(out_chunks_.chunk_bytes / 2, 4096), out_.max_payload());
   for (std::size_t off = 0; off < local.size(); off += piece) {
     const std::size_t n = std::min(piece, local.size() - off);
     std::uint64_t hdr[2] = {remote_addr + off, n};
@@ -857,7 +860,12 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
   const std::size_t ring_lines = std::max<std::size_t>(cfg_.ring_lines, a.ring_lines),
                     data_bytes = std::max<std::size_t>(cfg_.data_bytes, a.data_bytes),
                     chunk_bytes = std::max<std::size_t>(seg_chunk_bytes_, a.chunk_bytes),
-                    nchunks = std::max<std::size_t>(seg_nchunks_, a.nchunks);
+                    // As many of the larger chunks as hold the larger of the two chunk areas
+                    // (not both maxima: 1 MiB × 2 against 64 KiB × 16 would make 1 MiB × 16).
+      nchunks = std::max<std::size_t>(
+          2,
+          (std::max(seg_chunk_bytes_ * seg_nchunks_, a.chunk_bytes * a.nchunks) + chunk_bytes - 1) /
+              chunk_bytes);
   const DirLayout d(ring_lines, data_bytes, nchunks, chunk_bytes);
   const std::size_t hdr_size = round_up(sizeof(PairHeader), kPage);
   const std::size_t total = hdr_size + 2 * d.size;
