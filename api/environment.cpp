@@ -118,19 +118,16 @@ Environment::~Environment() {
       rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
                    " sends were never matched by a receive; giving up on them after 60 s");
     // Everyone stops together (unless the wait below times out): nobody unmaps memory a peer
-    // may still be reading. The barrier
-    // runs through the progress engine, so rendezvous data keeps flowing while we wait. It is
-    // the non-blocking one (RMP_BARRIER_ALGO forces the user's barriers, not this one), bounded
-    // too: a rank that never finalises (alive, but stuck or still working) ends this wait with
-    // an error, and rlaunch then ends the job, instead of a finalize that never returns.
+    // may still be reading. The barrier runs through the progress engine, so rendezvous data
+    // keeps flowing while we wait. It is the non-blocking one (RMP_BARRIER_ALGO forces the
+    // user's barriers, not this one), bounded too: a rank that never finalises (alive, but
+    // stuck or still working) ends this wait with an error, and rlaunch then ends the job,
+    // instead of a finalize that never returns.
     Request closing = p.world.ibarrier();
+    auto reached = [&] { return closing.state_for_internal_use()->complete; };
     deadline = std::chrono::steady_clock::now() + kWait;
-    bool late = false;
-    e.progress_until([&] {
-      late = std::chrono::steady_clock::now() > deadline;
-      return closing.state_for_internal_use()->complete || late;
-    });
-    if (late && !closing.state_for_internal_use()->complete) {
+    e.progress_until([&] { return reached() || std::chrono::steady_clock::now() > deadline; });
+    if (!reached()) {
       p.engine->stop_progress_thread();
       throw Error(Errc::timeout,
                   "the job's closing barrier: not every rank reached finalize "

@@ -54,7 +54,8 @@ public:
   std::vector<ParamInfo> effective_params(std::string_view transport) const;
   Counters& counters() { return counters_; }
   bool oversubscribed() const { return oversubscribed_; }
-  // Cores this node's ranks share (the launcher's count, else the online CPUs).
+  // Cores this node's ranks share (the launcher's count, else the CPUs of this process's
+  // affinity mask).
   int local_cores() const { return local_cores_; }
 
   // Endpoint of `peer` (a world rank), connected on first use through the first transport

@@ -22,7 +22,7 @@ struct JobIdentity {
   int local_size = 1;
   int node_id = 0;
   // Cores this node's ranks may run on, as the launcher counted them within its own CPU
-  // binding; 0 = not told (another launcher, a singleton): count the online CPUs.
+  // binding; 0 = not told (another launcher, a singleton): Context counts its affinity mask.
   int local_cores = 0;
   std::string job_id = "single";  // public, unique per job: names shared segments
 };

@@ -856,16 +856,16 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
   const std::string name = pair_name(id_.local_rank, a.local_rank);
   // The pair is as large as either rank wants it: both send into it, and ranks need not agree
   // on thresholds (a rank whose eager_threshold is larger sends larger eager messages, which
-  // a ring sized for the peer alone rejected: the message was lost).
-  const std::size_t ring_lines = std::max<std::size_t>(cfg_.ring_lines, a.ring_lines),
-                    data_bytes = std::max<std::size_t>(cfg_.data_bytes, a.data_bytes),
-                    chunk_bytes = std::max<std::size_t>(seg_chunk_bytes_, a.chunk_bytes),
-                    // As many of the larger chunks as hold the larger of the two chunk areas
-                    // (not both maxima: 1 MiB × 2 against 64 KiB × 16 would make 1 MiB × 16).
-      nchunks = std::max<std::size_t>(
-          2,
-          (std::max(seg_chunk_bytes_ * seg_nchunks_, a.chunk_bytes * a.nchunks) + chunk_bytes - 1) /
-              chunk_bytes);
+  // a ring sized for the peer alone rejected: the message was lost). Chunks: the larger size,
+  // as many as hold the larger of the two chunk areas (both maxima would make 1 MiB x 16 of
+  // 1 MiB x 2 against 64 KiB x 16).
+  const std::size_t ring_lines = std::max<std::size_t>(cfg_.ring_lines, a.ring_lines);
+  const std::size_t data_bytes = std::max<std::size_t>(cfg_.data_bytes, a.data_bytes);
+  const std::size_t chunk_bytes = std::max<std::size_t>(seg_chunk_bytes_, a.chunk_bytes);
+  const std::size_t chunk_area =
+      std::max<std::size_t>(seg_chunk_bytes_ * seg_nchunks_, a.chunk_bytes * a.nchunks);
+  const std::size_t nchunks =
+      std::max<std::size_t>(2, round_up(chunk_area, chunk_bytes) / chunk_bytes);
   const DirLayout d(ring_lines, data_bytes, nchunks, chunk_bytes);
   const std::size_t hdr_size = round_up(sizeof(PairHeader), kPage);
   const std::size_t total = hdr_size + 2 * d.size;
