@@ -10,7 +10,7 @@
 namespace rmp::coll {
 
 void barrier(const CommImpl& c) {
-  NodeShared* ns = may_use_node_shared(Coll::barrier) ? node_shared(c) : nullptr;
+  NodeShared* ns = may_use_node_shared(Coll::barrier, c) ? node_shared(c) : nullptr;
   switch (choose<BarrierAlgo>(Coll::barrier, c, 0, ns != nullptr)) {
     case BarrierAlgo::dissemination:
       return barrier_dissemination(c);
@@ -20,7 +20,7 @@ void barrier(const CommImpl& c) {
 }
 
 void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
-  NodeShared* ns = may_use_node_shared(Coll::bcast) ? node_shared(c) : nullptr;
+  NodeShared* ns = may_use_node_shared(Coll::bcast, c) ? node_shared(c) : nullptr;
   auto algo = choose<BcastAlgo>(Coll::bcast, c, bytes, ns != nullptr);
   const PathChoice path(c, algo == BcastAlgo::shm ? ns : nullptr, Coll::bcast, bytes,
                         (root + 1) % c.size());
@@ -42,7 +42,7 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
 void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
             Type t, Op op, int root) {
   const std::size_t bytes = count * esize;
-  NodeShared* ns = may_use_node_shared(Coll::reduce) ? node_shared(c) : nullptr;
+  NodeShared* ns = may_use_node_shared(Coll::reduce, c) ? node_shared(c) : nullptr;
   auto algo = choose<ReduceAlgo>(Coll::reduce, c, bytes, ns != nullptr);
   // Floating sums and products are not associative: the node-shared reduce and the tree
   // algorithms combine in different orders, so choosing between them by measurement would
@@ -68,7 +68,7 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op) {
   const std::size_t bytes = count * esize;
-  NodeShared* ns = may_use_node_shared(Coll::allreduce) ? node_shared(c) : nullptr;
+  NodeShared* ns = may_use_node_shared(Coll::allreduce, c) ? node_shared(c) : nullptr;
   auto algo = choose<AllreduceAlgo>(Coll::allreduce, c, bytes, ns != nullptr);
   const PathChoice path(c, algo == AllreduceAlgo::shm ? ns : nullptr, Coll::allreduce, bytes, 0);
   if (path.direct()) algo = AllreduceAlgo::shm_direct;
@@ -89,7 +89,7 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op, Compression comp) {
   if (comp == Compression::none) return allreduce(c, in, out, count, esize, t, op);
-  if (NodeShared* ns = may_use_node_shared(Coll::allreduce) ? node_shared(c) : nullptr)
+  if (NodeShared* ns = may_use_node_shared(Coll::allreduce, c) ? node_shared(c) : nullptr)
     return shm_allreduce_compressed(c, *ns, in, out, count, esize, t, op, comp);
   allreduce_compressed(c, in, out, count, esize, t, op, comp);
 }
@@ -143,7 +143,7 @@ namespace {
 
 void allgather_with(Coll k, const CommImpl& c, const void* in, void* out, const Layout& l,
                     std::size_t total) {
-  NodeShared* ns = may_use_node_shared(k) ? node_shared(c) : nullptr;
+  NodeShared* ns = may_use_node_shared(k, c) ? node_shared(c) : nullptr;
   auto algo = choose<AllgatherAlgo>(k, c, total, ns != nullptr);
   const PathChoice path(c, algo == AllgatherAlgo::shm ? ns : nullptr, k,
                         total / static_cast<std::size_t>(c.size()), 0);
@@ -180,7 +180,7 @@ void allgatherv(const CommImpl& c, const void* in, std::size_t, void* out, sizes
 void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   const Layout l = Layout::uniform(bytes);
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());
-  NodeShared* ns = may_use_node_shared(Coll::alltoall) ? node_shared(c) : nullptr;
+  NodeShared* ns = may_use_node_shared(Coll::alltoall, c) ? node_shared(c) : nullptr;
   if (ns && !shm_alltoall_fits(c, *ns)) ns = nullptr;
   auto algo = choose<AlltoallAlgo>(Coll::alltoall, c, total, ns != nullptr);
   const PathChoice path(c, algo == AlltoallAlgo::shm ? ns : nullptr, Coll::alltoall, bytes, 0);
@@ -223,7 +223,7 @@ void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, 
     equal = equal && counts[static_cast<std::size_t>(i)] == counts[0];
   }
   const Coll k = equal ? Coll::reduce_scatter_block : Coll::reduce_scatter;
-  NodeShared* ns = may_use_node_shared(k) ? node_shared(c) : nullptr;
+  NodeShared* ns = may_use_node_shared(k, c) ? node_shared(c) : nullptr;
   switch (choose<ReduceScatterAlgo>(k, c, total * esize, ns != nullptr)) {
     case ReduceScatterAlgo::recursive_halving:
       return reduce_scatter_recursive_halving(c, in, out, counts, esize, t, op);

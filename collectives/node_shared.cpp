@@ -599,7 +599,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   // (Not at or below kMaxBytes either: there the direct allreduce and reduce are the
   // node-shared path's small forms, and their time would be recorded as the direct path's.)
   if (bytes <= std::max(ctx.coll_params().eager_threshold, kMaxBytes) ||
-      std::popcount(ns->paths(index_)) < 2 || forced(k) >= 0)
+      std::popcount(ns->paths(index_)) < 2 || forced(k, c) >= 0)
     return;
   std::uint8_t path = NodeShared::kShmPath;
   const std::uint64_t b = ns->next_small_bcast();

@@ -4,13 +4,13 @@
 #include "collectives/select.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "collectives/exchange.hpp"
+#include "runtime/coll_algorithms.hpp"
+#include "runtime/context.hpp"
 #include "runtime/params.hpp"
 
 namespace rmp::coll {
@@ -138,147 +138,95 @@ double t_scan_chain(const CostModel& m, const Shape& s, double n) {
 
 using Formula = double (*)(const CostModel&, const Shape&, double);
 
-struct Algorithm {
-  std::string_view name;
-  Formula time;  // nullptr: the node-shared path, taken whenever available (select.hpp)
-};
+// Formulas of each collective's algorithms, in the order of their names
+// (rt::kCollAlgorithms; checked below).
+using Formulas = std::span<const Formula>;
 
 struct Entry {
-  const char* name;
-  std::span<const Algorithm> algos;
+  Formulas algos;   // nullptr: the node-shared path, taken whenever available (select.hpp)
   bool size_known;  // every rank knows the byte count (else: chosen from p alone)
 };
 
-constexpr Algorithm kBarrier[] = {{"dissemination", t_barrier_dissemination}, {"shm", nullptr}};
-constexpr Algorithm kBcast[] = {{"binomial", t_bcast_binomial},
-                                {"scatter_allgather", t_bcast_scatter_allgather},
-                                {"pipeline", t_bcast_pipeline},
-                                {"shm", nullptr},
-                                {"shm_direct", nullptr}};
-constexpr Algorithm kReduce[] = {{"binomial", t_reduce_binomial},
-                                 {"rabenseifner", t_reduce_rabenseifner},
-                                 {"shm", nullptr},
-                                 {"shm_direct", nullptr}};
-constexpr Algorithm kAllreduce[] = {{"recursive_doubling", t_allreduce_recursive_doubling},
-                                    {"rabenseifner", t_allreduce_rabenseifner},
-                                    {"ring", t_allreduce_ring},
-                                    {"shm", nullptr},
-                                    {"shm_direct", nullptr}};
-constexpr Algorithm kRooted[] = {{"binomial", t_rooted_binomial}, {"linear", t_rooted_linear}};
-constexpr Algorithm kRootedV[] = {{"binomial", t_rootedv_binomial}, {"linear", t_rooted_linear}};
-constexpr Algorithm kAllgather[] = {{"recursive_doubling", t_allgather_recursive_doubling},
-                                    {"bruck", t_allgather_bruck},
-                                    {"ring", t_allgather_ring},
-                                    {"shm", nullptr},
-                                    {"shm_direct", nullptr}};
-constexpr Algorithm kAlltoall[] = {{"pairwise", t_alltoall_pairwise},
-                                   {"bruck", t_alltoall_bruck},
-                                   {"shm", nullptr},
-                                   {"shm_direct", nullptr}};
-constexpr Algorithm kAlltoallV[] = {{"pairwise", t_alltoall_pairwise},
-                                    {"bruck", t_alltoallv_bruck}};
-constexpr Algorithm kReduceScatter[] = {{"recursive_halving", t_reduce_scatter_recursive_halving},
-                                        {"ring", t_reduce_scatter_ring},
-                                        {"shm", nullptr}};
-constexpr Algorithm kScan[] = {{"recursive_doubling", t_scan_recursive_doubling},
-                               {"chain", t_scan_chain}};
-constexpr Algorithm kExscan[] = {{"recursive_doubling", t_exscan_recursive_doubling},
-                                 {"chain", t_scan_chain}};
+constexpr Formula kBarrier[] = {t_barrier_dissemination, nullptr};
+constexpr Formula kBcast[] = {t_bcast_binomial, t_bcast_scatter_allgather, t_bcast_pipeline,
+                              nullptr, nullptr};
+constexpr Formula kReduce[] = {t_reduce_binomial, t_reduce_rabenseifner, nullptr, nullptr};
+constexpr Formula kAllreduce[] = {t_allreduce_recursive_doubling, t_allreduce_rabenseifner,
+                                  t_allreduce_ring, nullptr, nullptr};
+constexpr Formula kRooted[] = {t_rooted_binomial, t_rooted_linear};
+constexpr Formula kRootedV[] = {t_rootedv_binomial, t_rooted_linear};
+constexpr Formula kAllgather[] = {t_allgather_recursive_doubling, t_allgather_bruck,
+                                  t_allgather_ring, nullptr, nullptr};
+constexpr Formula kAlltoall[] = {t_alltoall_pairwise, t_alltoall_bruck, nullptr, nullptr};
+constexpr Formula kAlltoallV[] = {t_alltoall_pairwise, t_alltoallv_bruck};
+constexpr Formula kReduceScatter[] = {t_reduce_scatter_recursive_halving, t_reduce_scatter_ring,
+                                      nullptr};
+constexpr Formula kScan[] = {t_scan_recursive_doubling, t_scan_chain};
+constexpr Formula kExscan[] = {t_exscan_recursive_doubling, t_scan_chain};
 
 // Indexed by Coll.
 constexpr Entry kTable[kCollCount] = {
-    {"barrier", kBarrier, true},
-    {"bcast", kBcast, true},
-    {"reduce", kReduce, true},
-    {"allreduce", kAllreduce, true},
-    {"gather", kRooted, true},
-    {"gatherv", kRootedV, false},
-    {"scatter", kRooted, true},
-    {"scatterv", kRootedV, false},
-    {"allgather", kAllgather, true},
-    {"allgatherv", kAllgather, true},
-    {"alltoall", kAlltoall, true},
-    {"alltoallv", kAlltoallV, false},
-    {"reduce_scatter", kReduceScatter, true},
-    {"reduce_scatter_block", kReduceScatter, true},
-    {"scan", kScan, true},
-    {"exscan", kExscan, true},
+    {kBarrier, true},        // barrier
+    {kBcast, true},          // bcast
+    {kReduce, true},         // reduce
+    {kAllreduce, true},      // allreduce
+    {kRooted, true},         // gather
+    {kRootedV, false},       // gatherv
+    {kRooted, true},         // scatter
+    {kRootedV, false},       // scatterv
+    {kAllgather, true},      // allgather
+    {kAllgather, true},      // allgatherv
+    {kAlltoall, true},       // alltoall
+    {kAlltoallV, false},     // alltoallv
+    {kReduceScatter, true},  // reduce_scatter
+    {kReduceScatter, true},  // reduce_scatter_block
+    {kScan, true},           // scan
+    {kExscan, true},         // exscan
 };
 
-// Names per collective, for algo_names (a span of names, built once).
-struct NameTable {
-  std::array<std::vector<std::string_view>, kCollCount> names;
-  NameTable() {
-    for (std::size_t k = 0; k < kCollCount; ++k)
-      for (const Algorithm& a : kTable[k].algos) names[k].push_back(a.name);
+// The formulas follow the names RMP_<COLL>_ALGO accepts, whose order the Algo enums of
+// select.hpp follow; a node-shared name ("shm...") has no formula.
+consteval bool formulas_match_names() {
+  for (std::size_t k = 0; k < kCollCount; ++k) {
+    const auto names = rt::kCollAlgorithms[k].algos;
+    if (names.size() != kTable[k].algos.size()) return false;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i].starts_with("shm") != (kTable[k].algos[i] == nullptr)) return false;
   }
-};
+  return true;
+}
+static_assert(kCollCount == rt::kCollectiveCount && formulas_match_names());
+// The enums of select.hpp against the names: each enum's last algorithm is the last name.
+template <class Algo>
+consteval bool last_is(Coll k, Algo last, std::string_view name) {
+  const auto names = rt::kCollAlgorithms[static_cast<std::size_t>(k)].algos;
+  return names.size() == static_cast<std::size_t>(last) + 1 && names.back() == name;
+}
+static_assert(last_is(Coll::barrier, BarrierAlgo::shm, "shm"));
+static_assert(last_is(Coll::bcast, BcastAlgo::shm_direct, "shm_direct"));
+static_assert(last_is(Coll::reduce, ReduceAlgo::shm_direct, "shm_direct"));
+static_assert(last_is(Coll::allreduce, AllreduceAlgo::shm_direct, "shm_direct"));
+static_assert(last_is(Coll::gatherv, RootedAlgo::linear, "linear"));
+static_assert(last_is(Coll::allgatherv, AllgatherAlgo::shm_direct, "shm_direct"));
+static_assert(last_is(Coll::alltoall, AlltoallAlgo::shm_direct, "shm_direct"));
+static_assert(last_is(Coll::reduce_scatter_block, ReduceScatterAlgo::shm, "shm"));
+static_assert(last_is(Coll::exscan, ScanAlgo::chain, "chain"));
+static_assert(rt::kCollAlgorithms[static_cast<std::size_t>(Coll::exscan)].name == "exscan");
 
 const Entry& entry(Coll k) { return kTable[static_cast<std::size_t>(k)]; }
 
-// ---- Forced algorithms -------------------------------------------------------------------------
-
-int parse_forced(Coll k, const std::string& value);
-
-struct ForcedTable {
-  static constexpr int kUnset = -1, kInvalid = -2;
-  std::array<std::string, kCollCount> value;  // "" = not set
-  // value parsed once (a collective asks on every call): the algorithm's index, kUnset, or
-  // kInvalid (then every call parses it again, to throw the error naming it)
-  std::array<int, kCollCount> index = [] {
-    std::array<int, kCollCount> a{};
-    a.fill(kUnset);
-    return a;
-  }();
-};
-
-ForcedTable load_forced() {
-  ForcedTable t;
-  for (std::size_t i = 0; i < kCollCount; ++i) {
-    const char* v = std::getenv(algo_env_name(static_cast<Coll>(i)).c_str());
-    if (v) t.value[i] = v;
-  }
-  for (std::size_t i = 0; i < kCollCount; ++i) {
-    if (t.value[i].empty()) continue;
-    try {
-      t.index[i] = parse_forced(static_cast<Coll>(i), t.value[i]);
-    } catch (const Error&) {
-      t.index[i] = ForcedTable::kInvalid;
-    }
-  }
-  return t;
-}
-
-ForcedTable& forced_table() {
-  static ForcedTable t = load_forced();
-  return t;
-}
-
-int parse_forced(Coll k, const std::string& value) {
-  const auto names = algo_names(k);
-  for (std::size_t i = 0; i < names.size(); ++i)
-    if (names[i] == value) return static_cast<int>(i);
-  std::string valid;
-  for (std::string_view n : names) valid += (valid.empty() ? "" : ", ") + std::string(n);
-  throw Error(Errc::invalid_argument, std::string(coll_name(k)) + ": " + algo_env_name(k) + "=" +
-                                          value + " is not an algorithm of " + coll_name(k) +
-                                          " (valid: " + valid + ")");
-}
-
 }  // namespace
 
-const char* coll_name(Coll k) { return entry(k).name; }
+const char* coll_name(Coll k) {
+  return rt::kCollAlgorithms[static_cast<std::size_t>(k)].name.data();
+}
 
 std::string algo_env_name(Coll k) {
-  std::string s = "RMP_";
-  for (const char* c = coll_name(k); *c; ++c)
-    s += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
-  return s + "_ALGO";
+  return std::string(rt::kCollAlgorithms[static_cast<std::size_t>(k)].variable);
 }
 
 std::span<const std::string_view> algo_names(Coll k) {
-  static const NameTable table;  // function-local: usable from any static initialiser
-  return table.names[static_cast<std::size_t>(k)];
+  return rt::kCollAlgorithms[static_cast<std::size_t>(k)].algos;
 }
 
 int node_shared_algo(Coll k) {
@@ -288,7 +236,7 @@ int node_shared_algo(Coll k) {
       t[c] = -1;
       const auto algos = kTable[c].algos;
       for (std::size_t i = 0; i < algos.size() && t[c] < 0; ++i)
-        if (!algos[i].time) t[c] = static_cast<int>(i);
+        if (!algos[i]) t[c] = static_cast<int>(i);
     }
     return t;
   }();
@@ -313,7 +261,7 @@ CostModel cost_model(const CommImpl& c) {
 }
 
 double predicted_time(Coll k, int algo, const CostModel& m, int p, double bytes) {
-  const Formula f = entry(k).algos[static_cast<std::size_t>(algo)].time;
+  const Formula f = entry(k).algos[static_cast<std::size_t>(algo)];
   return f ? f(m, Shape(p), bytes) : NAN;
 }
 
@@ -329,8 +277,8 @@ int cheapest(Coll k, const CostModel& m, int p, double bytes, bool node_shared) 
   if (e.size_known) {
     double best_t = INFINITY;
     for (std::size_t i = 0; i < e.algos.size(); ++i) {
-      if (!e.algos[i].time) continue;
-      const double t = e.algos[i].time(m, s, bytes);
+      if (!e.algos[i]) continue;
+      const double t = e.algos[i](m, s, bytes);
       if (best < 0 || t < best_t) best = static_cast<int>(i), best_t = t;
     }
     return best;
@@ -343,8 +291,8 @@ int cheapest(Coll k, const CostModel& m, int p, double bytes, bool node_shared) 
   std::vector<double> at0(n), slope(n);
   double best0 = INFINITY, best_slope = INFINITY;
   for (std::size_t i = 0; i < n; ++i) {
-    at0[i] = e.algos[i].time(m, s, 0);
-    slope[i] = (e.algos[i].time(m, s, kFar) - at0[i]) / kFar;
+    at0[i] = e.algos[i](m, s, 0);
+    slope[i] = (e.algos[i](m, s, kFar) - at0[i]) / kFar;
     best0 = std::min(best0, at0[i]);
     best_slope = std::min(best_slope, slope[i]);
   }
@@ -357,28 +305,21 @@ int cheapest(Coll k, const CostModel& m, int p, double bytes, bool node_shared) 
   return best;
 }
 
-int forced(Coll k) {
-  const ForcedTable& t = forced_table();
-  const int i = t.index[static_cast<std::size_t>(k)];
-  if (i == ForcedTable::kInvalid) return parse_forced(k, t.value[static_cast<std::size_t>(k)]);
-  if (i == ForcedTable::kUnset && k == Coll::reduce_scatter_block)
-    return forced(Coll::reduce_scatter);
-  return i;
+int forced(Coll k, const CommImpl& c) {
+  return c.engine().context().coll_algos()[static_cast<std::size_t>(k)];
 }
 
-void reload_forced_algorithms() { forced_table() = load_forced(); }
-
-bool may_use_node_shared(Coll k) {
+bool may_use_node_shared(Coll k, const CommImpl& c) {
   if (node_shared_algo(k) < 0) return false;
-  const int f = forced(k);
-  return f < 0 || !entry(k).algos[static_cast<std::size_t>(f)].time;
+  const int f = forced(k, c);
+  return f < 0 || !entry(k).algos[static_cast<std::size_t>(f)];
 }
 
 int select(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared) {
-  const int f = forced(k);
+  const int f = forced(k, c);
   const int ns = node_shared_algo(k);
   // A forced node-shared algorithm (no formula) that this call cannot use: the formulas.
-  if (f >= 0 && (node_shared || entry(k).algos[static_cast<std::size_t>(f)].time)) return f;
+  if (f >= 0 && (node_shared || entry(k).algos[static_cast<std::size_t>(f)])) return f;
   // The node-shared path is taken whenever the call can use it: no costs to weigh. (Building
   // the cost model first was ~120 of the ~200 instructions a node-shared barrier spent
   // choosing, callgrind.)

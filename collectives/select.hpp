@@ -40,8 +40,9 @@ enum class Coll : std::uint8_t {
 };
 inline constexpr std::size_t kCollCount = 16;
 
-// Algorithms of each collective, in table order (the order of their names below; on equal
-// cost the first one wins).
+// Algorithms of each collective, in the order of their names in rt::kCollAlgorithms
+// (runtime/coll_algorithms.hpp, the names RMP_<COLL>_ALGO takes; Coll follows its order too).
+// On equal cost the first one wins.
 // `shm`: the node-shared paths of node_shared.hpp (flag barrier; allreduce, reduce, bcast,
 // allgather(v) and alltoall through the node's shared segment). They replace messages by
 // cache-line writes and reads and by copies into and out of shared chunks, which the α–β
@@ -100,14 +101,11 @@ bool size_known_everywhere(Coll k);
 // or the node-shared one when `node_shared` says this call can use it.
 int cheapest(Coll k, const CostModel& m, int p, double bytes, bool node_shared = false);
 
-// RMP_<COLL>_ALGO, read from the environment once per process (a collective must not scan
-// the environment on every call): the forced algorithm's index, or -1. An unknown name
-// throws rmp::Error(Errc::invalid_argument) naming the variable, the value and the valid
-// names. reduce_scatter_block falls back to RMP_REDUCE_SCATTER_ALGO when its own is unset.
-int forced(Coll k);
-// Re-reads the environment (tests that set RMP_<COLL>_ALGO between runs; call it while no
-// collective is running).
-void reload_forced_algorithms();
+// The algorithm RMP_<COLL>_ALGO forces on this communicator (an index into algo_names(k)), or
+// -1. The runtime validated the names at start-up (rt::resolve_env_settings), and takes rank
+// 0's values for every rank (rt::Context::coll_algos), so that all pick the same algorithm;
+// reduce_scatter_block takes RMP_REDUCE_SCATTER_ALGO when its own is unset.
+int forced(Coll k, const CommImpl& c);
 
 // The per-call choice: forced, else cheapest. A forced `shm` that this call cannot use
 // (`node_shared` false: not node-local, or alltoall's pieces too small) falls back to the
@@ -121,6 +119,6 @@ Algo choose(Coll k, const CommImpl& c, std::size_t bytes, bool node_shared = fal
 
 // Whether a call of k may use the node-shared path, so that the caller creates the
 // communicator's segment (a collective step) only then: not when another algorithm is forced.
-bool may_use_node_shared(Coll k);
+bool may_use_node_shared(Coll k, const CommImpl& c);
 
 }  // namespace rmp::coll

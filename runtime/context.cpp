@@ -28,23 +28,37 @@ constexpr auto kAddressTimeout = std::chrono::seconds(120);
 // Rank 0's values that shape a collective (Context::coll_params), as text.
 constexpr std::string_view kCollParamsKey = "coll-params";
 
-std::vector<std::byte> encode_coll_params(const Params& p) {
-  char buf[256];
-  const int n = std::snprintf(buf, sizeof buf, "%zu %zu %zu %a %a %a %d", p.fragment_size,
-                              p.pipeline_depth, p.eager_threshold, p.link_bw, p.link_rtt_us,
-                              p.copy_bw, static_cast<int>(p.allreduce_compress));
+std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& algos) {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf, "%zu %zu %zu %a %a %a %d", p.fragment_size,
+                        p.pipeline_depth, p.eager_threshold, p.link_bw, p.link_rtt_us, p.copy_bw,
+                        static_cast<int>(p.allreduce_compress));
+  for (signed char a : algos)
+    n += std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), " %d", a);
   const auto* b = reinterpret_cast<const std::byte*>(buf);
   return {b, b + std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)};
 }
 
-void decode_coll_params(const std::vector<std::byte>& v, Params& p) {
+void decode_coll_params(const std::vector<std::byte>& v, Params& p, ForcedAlgos& algos) {
   const std::string text(reinterpret_cast<const char*>(v.data()), v.size());
-  int compress = 0;
-  if (std::sscanf(text.c_str(), "%zu %zu %zu %la %la %la %d", &p.fragment_size, &p.pipeline_depth,
-                  &p.eager_threshold, &p.link_bw, &p.link_rtt_us, &p.copy_bw, &compress) != 7)
-    throw Error(Errc::internal,
-                "bootstrap: rank 0's collective parameters are malformed: '" + text + "'");
+  const auto malformed = [&] {
+    return Error(Errc::internal,
+                 "bootstrap: rank 0's collective parameters are malformed: '" + text + "'");
+  };
+  int compress = 0, used = 0;
+  if (std::sscanf(text.c_str(), "%zu %zu %zu %la %la %la %d%n", &p.fragment_size, &p.pipeline_depth,
+                  &p.eager_threshold, &p.link_bw, &p.link_rtt_us, &p.copy_bw, &compress,
+                  &used) != 7)
+    throw malformed();
   p.allreduce_compress = static_cast<Compression>(compress);
+  for (std::size_t k = 0; k < algos.size(); ++k) {
+    int a = 0, n = 0;
+    if (std::sscanf(text.c_str() + used, " %d%n", &a, &n) != 1 || a < -1 ||
+        a >= static_cast<int>(kCollAlgorithms[k].algos.size()))
+      throw malformed();
+    algos[k] = static_cast<signed char>(a);
+    used += n;
+  }
 }
 
 // Address record published through bootstrap: a list of (transport id, length, bytes).
@@ -98,17 +112,17 @@ std::string Context::checked_stats_path() const {
   return path;
 }
 
-const Params& Context::coll_params() const {
-  if (!coll_params_) {
-    Params p = params();
+const Context::CollShape& Context::coll_shape() const {
+  if (!coll_shape_) {
+    CollShape c{params(), settings_.coll_algo};
     if (id().size > 1 && id().rank != 0)
       decode_coll_params(
           boot_->get(kCollParamsKey,
                      std::chrono::duration_cast<std::chrono::milliseconds>(kAddressTimeout)),
-          p);
-    coll_params_ = p;
+          c.params, c.algos);
+    coll_shape_ = c;
   }
-  return *coll_params_;
+  return *coll_shape_;
 }
 
 TransportLimits Context::shm_limits(std::size_t am_header_bytes) {
@@ -187,7 +201,8 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     address.insert(address.end(), a.begin(), a.end());
   }
   if (id().size > 1) boot_->put("addr/" + std::to_string(id().rank), address);
-  if (id().size > 1 && id().rank == 0) boot_->put(kCollParamsKey, encode_coll_params(params()));
+  if (id().size > 1 && id().rank == 0)
+    boot_->put(kCollParamsKey, encode_coll_params(params(), settings_.coll_algo));
   // connect=eager: pre-warm every peer now (on shm: map every pair segment), so that no
   // first message pays for it. Needs only the peers' addresses, not their progress.
   if (params_.values.connect_eager)

@@ -46,7 +46,10 @@ public:
   // cuts the same segments even when ranks were started with different settings
   // (point-to-point thresholds may differ per rank; DESIGN §2, §5). Rank 0 publishes them at
   // start(); another rank fetches them from the bootstrap on its first call.
-  const Params& coll_params() const;
+  const Params& coll_params() const { return coll_shape().params; }
+  // The algorithms RMP_<COLL>_ALGO forces, rank 0's for the same reason (with this rank's,
+  // different ones would run different algorithms and wait for each other forever).
+  const ForcedAlgos& coll_algos() const { return coll_shape().algos; }
   const ParamSet& param_set() const { return params_; }
   const EnvSettings& settings() const { return settings_; }
   // How the link figures were obtained (measured or why not); valid after start().
@@ -125,13 +128,18 @@ private:
   Endpoint& connect(int peer);
   static TransportLimits shm_limits(std::size_t am_header_bytes);
   std::string checked_stats_path() const;
+  struct CollShape {
+    Params params;
+    ForcedAlgos algos;
+  };
+  const CollShape& coll_shape() const;
 
   std::unique_ptr<Bootstrap> boot_;
   std::optional<PeerFailure> failure_;
   std::chrono::steady_clock::time_point next_failure_poll_{};
   std::size_t am_header_bytes_ = 0;
   ParamSet params_;
-  mutable std::optional<Params> coll_params_;
+  mutable std::optional<CollShape> coll_shape_;
   Calibration calibration_;
   EnvSettings settings_;
   Counters counters_;

@@ -740,20 +740,11 @@ constexpr std::string_view kOtherVariables[] = {
     "RMP_PROGRESS_THREAD", "RMP_RANK",         "RMP_SIZE",      "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
     "RMP_NODE_ID",         "RMP_LOCAL_CORES",  "RMP_KVS",       "RMP_JOB_TOKEN",  "RMP_JOB_ID",
     "RMP_CLI_PARAMS",      "RMP_PRINT_PARAMS", "RMP_STATS",     "RMP_LOG",        "RMP_COLL_STORE"};
-constexpr std::string_view kCollectives[] = {"BARRIER",        "BCAST",
-                                             "REDUCE",         "ALLREDUCE",
-                                             "GATHER",         "GATHERV",
-                                             "SCATTER",        "SCATTERV",
-                                             "ALLGATHER",      "ALLGATHERV",
-                                             "ALLTOALL",       "ALLTOALLV",
-                                             "REDUCE_SCATTER", "REDUCE_SCATTER_BLOCK",
-                                             "SCAN",           "EXSCAN"};
-
 const std::vector<std::string>& known_variables() {
   static const std::vector<std::string> known = [] {
     std::vector<std::string> v(std::begin(kOtherVariables), std::end(kOtherVariables));
     for (const KnobDef& d : kKnobs) v.push_back(env_name(d));
-    for (std::string_view c : kCollectives) v.push_back("RMP_" + std::string(c) + "_ALGO");
+    for (const CollAlgorithms& c : kCollAlgorithms) v.emplace_back(c.variable);
     return v;
   }();
   return known;
@@ -1001,6 +992,23 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
       invalid("RMP_TRANSPORTS=" + transports + ": '" + std::string(name) + "' listed twice");
     s.transports.emplace_back(name);
   }
+
+  // RMP_<COLL>_ALGO: reduce_scatter_block takes RMP_REDUCE_SCATTER_ALGO when its own is unset.
+  s.coll_algo.fill(-1);
+  for (std::size_t k = 0; k < kCollectiveCount; ++k) {
+    const CollAlgorithms& c = kCollAlgorithms[k];
+    auto it = in.env.find(c.variable);
+    if (it == in.env.end()) continue;
+    const auto i = find_word(c.algos, it->second);
+    if (!i)
+      invalid(std::string(c.variable) + "=" + it->second + ": not an algorithm of " +
+              std::string(c.name) + " (valid: " + join(c.algos, ", ") + ")");
+    s.coll_algo[k] = static_cast<signed char>(*i);
+  }
+  constexpr std::size_t kRs = 12, kRsBlock = 13;
+  static_assert(kCollAlgorithms[kRs].name == "reduce_scatter" &&
+                kCollAlgorithms[kRsBlock].name == "reduce_scatter_block");
+  if (s.coll_algo[kRsBlock] < 0) s.coll_algo[kRsBlock] = s.coll_algo[kRs];
 
   s.stats = env_or_empty(in, "RMP_STATS");
   if (!s.stats.empty() && s.stats != "0" && s.stats != "1" &&

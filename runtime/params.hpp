@@ -14,6 +14,8 @@
 
 #include <rmp/rmp.hpp>
 
+#include "runtime/coll_algorithms.hpp"
+
 namespace rmp::rt {
 
 enum class Source : std::uint8_t { default_value, profile, formula, calibrated, env, cli };
@@ -167,6 +169,7 @@ struct EnvSettings {
   bool print_params = false;            // RMP_PRINT_PARAMS=0|1
   std::vector<std::string> transports;  // RMP_TRANSPORTS in order; empty = default choice
   std::string stats;                    // RMP_STATS as given: "" (off), "0", "1" or "json:PATH"
+  ForcedAlgos coll_algo{};              // RMP_<COLL>_ALGO, by collective (coll_algorithms.hpp)
 };
 
 // Validates and decodes the non-knob RMP_ variables above. Throws rmp::Error

@@ -56,9 +56,10 @@ TEST(MixedParams, EverySizeInOrderBetweenRanksOfDifferentSettings) {
 }
 
 // Collectives shaped by fragment_size, pipeline_depth and eager_threshold (segments, the
-// node-shared chunks, the size at which a path is chosen): every rank must take the same
-// path, so the results are right and the same on every rank. Repeated, so that the path
-// choices explore and settle.
+// node-shared chunks, the size at which a path is chosen), with ranks forcing different
+// algorithms: every rank must take the same algorithm and path (rank 0's), so the results are
+// right and the same on every rank (different ones waited for each other forever). Repeated,
+// so that the path choices explore and settle.
 TEST(MixedParams, CollectivesAgreeOnTheirShape) {
   const rmp::Comm& w = rmp::world();
   const int n = size(), r = rank();
@@ -87,6 +88,13 @@ TEST(MixedParams, CollectivesAgreeOnTheirShape) {
       for (int q = 0; q < n; ++q)
         ASSERT_EQ(all[static_cast<std::size_t>(q) * count + count / 2], q)
             << "allgather of " << count;
+      std::vector<int> to(count * static_cast<std::size_t>(n)), from(to.size(), -1);
+      for (std::size_t i = 0; i < to.size(); ++i) to[i] = r * 1000 + static_cast<int>(i / count);
+      w.alltoall(to.data(), count, from.data());
+      for (int q = 0; q < n; ++q)
+        ASSERT_EQ(from[static_cast<std::size_t>(q) * count + count - 1], q * 1000 + r)
+            << "alltoall of " << count;
+      w.barrier();
     }
   }
 }

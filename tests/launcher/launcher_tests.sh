@@ -230,6 +230,8 @@ bad_arguments)  # one "rlaunch: …" line, a usage hint, exit 2
   bad_value "RMP_FRAGMENT_SIZE=abc: not a number (allowed " -n 2 -x RMP_FRAGMENT_SIZE=abc
   bad_value "RMP_WAIT_MODE=spin: " -n 2 -x RMP_WAIT_MODE=spin
   bad_value "RMP_LOG=loud: unknown value" -n 2 -x RMP_LOG=loud
+  bad_value "RMP_ALLREDUCE_ALGO=butterfly: not an algorithm of allreduce (valid: recursive_doubling," \
+    -n 2 -x RMP_ALLREDUCE_ALGO=butterfly
   bad_value "unknown variable RMP_EAGER_TRESHOLD (did you mean RMP_EAGER_THRESHOLD?)" \
     -n 2 -x RMP_EAGER_TRESHOLD=1K
   RMP_FRAGMENT_SIZE=abc bad_value "RMP_FRAGMENT_SIZE=abc: not a number" -n 2  # inherited

@@ -6,23 +6,18 @@
 #include <optional>
 #include <string>
 
-#include "collectives/select.hpp"
-
 namespace rmp::testing {
 
-// Sets an environment variable for the scope, restoring the previous value afterwards; the
-// collectives re-read their forced algorithms both times.
+// Sets an environment variable for the scope, restoring the previous value afterwards.
 class ScopedEnv {
 public:
   ScopedEnv(std::string name, const std::string& value) : name_(std::move(name)) {
     if (const char* v = std::getenv(name_.c_str())) old_ = v;
     ::setenv(name_.c_str(), value.c_str(), 1);
-    coll::reload_forced_algorithms();
   }
   ~ScopedEnv() {
     if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
     else ::unsetenv(name_.c_str());
-    coll::reload_forced_algorithms();
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;

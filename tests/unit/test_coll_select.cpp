@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "collectives/select.hpp"
 #include "runtime/params.hpp"
 #include "tests/unit/coll_env.hpp"
+#include "tests/unit/thread_ranks.hpp"
 
 namespace {
 
@@ -170,61 +172,94 @@ TEST(CollSelect, NodeShared_TakenWhenAvailableUnlessAnotherIsForced) {
   EXPECT_EQ(coll::cheapest(Coll::allgatherv, m, 4, 8, true), idx(coll::AllgatherAlgo::shm));
   EXPECT_EQ(coll::cheapest(Coll::reduce, m, 4, 8, true), idx(coll::ReduceAlgo::shm));
   EXPECT_EQ(coll::cheapest(Coll::scan, m, 4, 8, true), idx(coll::ScanAlgo::recursive_doubling));  // none
-  EXPECT_TRUE(coll::may_use_node_shared(Coll::allreduce));
-  EXPECT_TRUE(coll::may_use_node_shared(Coll::bcast));
-  EXPECT_TRUE(coll::may_use_node_shared(Coll::reduce));
-  EXPECT_FALSE(coll::may_use_node_shared(Coll::scan));
+  // The direct alltoall is node-shared too; the cheapest of the formulas is the plain one.
+  EXPECT_EQ(coll::cheapest(Coll::alltoall, m, 4, 1 << 20, true), idx(coll::AlltoallAlgo::shm));
+  // Whether a call may use the node-shared path, so that its segment is created: not when an
+  // algorithm with a formula is forced. (The forced algorithms are the context's, read when it
+  // is created: one thread-rank under each setting.)
+  auto may_use = [](Coll k) {
+    bool may = false;
+    rmp::testing::run_thread_ranks(
+        1, [&](rmp::testing::ThreadRank& t) { may = coll::may_use_node_shared(k, t.world); });
+    return may;
+  };
+  EXPECT_TRUE(may_use(Coll::allreduce));
+  EXPECT_TRUE(may_use(Coll::bcast));
+  EXPECT_TRUE(may_use(Coll::reduce));
+  EXPECT_FALSE(may_use(Coll::scan));
   {
     ScopedEnv force("RMP_ALLREDUCE_ALGO", "ring");
-    EXPECT_FALSE(coll::may_use_node_shared(Coll::allreduce));  // its segment is not created
+    EXPECT_FALSE(may_use(Coll::allreduce));  // its segment is not created
+    EXPECT_TRUE(may_use(Coll::bcast));
   }
-  ScopedEnv force("RMP_ALLREDUCE_ALGO", "shm");
-  EXPECT_TRUE(coll::may_use_node_shared(Coll::allreduce));
-  // The direct alltoall is node-shared too: forced, the segment is made; the cheapest of the
-  // formulas is still the plain one.
-  EXPECT_EQ(coll::cheapest(Coll::alltoall, m, 4, 1 << 20, true), idx(coll::AlltoallAlgo::shm));
+  {
+    ScopedEnv force("RMP_ALLREDUCE_ALGO", "shm");
+    EXPECT_TRUE(may_use(Coll::allreduce));
+  }
   ScopedEnv direct("RMP_ALLTOALL_ALGO", "shm_direct");
-  EXPECT_TRUE(coll::may_use_node_shared(Coll::alltoall));
+  EXPECT_TRUE(may_use(Coll::alltoall));
 }
 
+// What the runtime's resolver makes of RMP_<COLL>_ALGO settings (rt::EnvSettings::coll_algo,
+// which the collectives read through the context).
+rmp::rt::ForcedAlgos forced_by(std::map<std::string, std::string, std::less<>> env) {
+  rmp::rt::ParamsInput in;
+  in.env = std::move(env);
+  return rmp::rt::resolve_env_settings(in).coll_algo;
+}
+
+int forced(const rmp::rt::ForcedAlgos& a, Coll k) { return a[static_cast<std::size_t>(k)]; }
+
 TEST(CollSelect, ForcedByEnvironment_EveryNameOfEveryCollective) {
+  const auto none = forced_by({});
   for (std::size_t i = 0; i < coll::kCollCount; ++i) {
     const auto k = static_cast<Coll>(i);
-    EXPECT_EQ(coll::forced(k), -1) << coll::algo_env_name(k);
+    EXPECT_EQ(forced(none, k), -1) << coll::algo_env_name(k);
     const auto names = coll::algo_names(k);
     for (std::size_t a = 0; a < names.size(); ++a) {
-      ScopedEnv force(coll::algo_env_name(k), std::string(names[a]));
-      EXPECT_EQ(coll::forced(k), static_cast<int>(a)) << coll::algo_env_name(k) << "=" << names[a];
+      const auto set = forced_by({{coll::algo_env_name(k), std::string(names[a])}});
+      EXPECT_EQ(forced(set, k), static_cast<int>(a)) << coll::algo_env_name(k) << "=" << names[a];
+      for (std::size_t j = 0; j < coll::kCollCount; ++j) {  // the others unaffected
+        const bool falls_back =
+            k == Coll::reduce_scatter && j == static_cast<std::size_t>(Coll::reduce_scatter_block);
+        if (j != i && !falls_back) {
+          EXPECT_EQ(set[j], -1) << coll::algo_env_name(k) << " set, " << j;
+        }
+      }
     }
   }
   EXPECT_EQ(coll::algo_env_name(Coll::allreduce), "RMP_ALLREDUCE_ALGO");
   EXPECT_EQ(coll::algo_env_name(Coll::reduce_scatter_block), "RMP_REDUCE_SCATTER_BLOCK_ALGO");
+  EXPECT_STREQ(coll::coll_name(Coll::reduce_scatter_block), "reduce_scatter_block");
 }
 
 TEST(CollSelect, ReduceScatterBlock_FallsBackToReduceScatterVariable) {
-  ScopedEnv general("RMP_REDUCE_SCATTER_ALGO", "ring");
-  EXPECT_EQ(coll::forced(Coll::reduce_scatter_block), idx(coll::ReduceScatterAlgo::ring));
-  ScopedEnv own("RMP_REDUCE_SCATTER_BLOCK_ALGO", "recursive_halving");
-  EXPECT_EQ(coll::forced(Coll::reduce_scatter_block),
+  const auto general = forced_by({{"RMP_REDUCE_SCATTER_ALGO", "ring"}});
+  EXPECT_EQ(forced(general, Coll::reduce_scatter_block), idx(coll::ReduceScatterAlgo::ring));
+  const auto both = forced_by({{"RMP_REDUCE_SCATTER_ALGO", "ring"},
+                               {"RMP_REDUCE_SCATTER_BLOCK_ALGO", "recursive_halving"}});
+  EXPECT_EQ(forced(both, Coll::reduce_scatter_block),
             idx(coll::ReduceScatterAlgo::recursive_halving));
-  EXPECT_EQ(coll::forced(Coll::reduce_scatter), idx(coll::ReduceScatterAlgo::ring));
+  EXPECT_EQ(forced(both, Coll::reduce_scatter), idx(coll::ReduceScatterAlgo::ring));
 }
 
+// At start-up, with the other RMP_ settings (and by rlaunch before it starts a job), not at the
+// first call of that collective.
 TEST(CollSelect, UnknownName_InvalidArgumentListingTheValidNames) {
-  ScopedEnv force("RMP_ALLREDUCE_ALGO", "butterfly");
   try {
-    coll::forced(Coll::allreduce);
+    forced_by({{"RMP_ALLREDUCE_ALGO", "butterfly"}});
     FAIL() << "no error for RMP_ALLREDUCE_ALGO=butterfly";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Errc::invalid_argument);
     EXPECT_STREQ(e.what(),
-                 "allreduce: RMP_ALLREDUCE_ALGO=butterfly is not an algorithm of allreduce (valid: "
+                 "RMP_ALLREDUCE_ALGO=butterfly: not an algorithm of allreduce (valid: "
                  "recursive_doubling, rabenseifner, ring, shm, shm_direct)");
   }
-  // Every call, not only the first: the value is parsed once, an invalid one kept as such.
-  EXPECT_THROW(coll::forced(Coll::allreduce), Error);
-  // Other collectives are unaffected.
-  EXPECT_EQ(coll::forced(Coll::bcast), -1);
+  EXPECT_THROW(forced_by({{"RMP_SCAN_ALGO", ""}}), Error);
+  EXPECT_THROW(forced_by({{"RMP_BARRIER_ALGO", "SHM"}}), Error);
+  // A context is not created with one.
+  ScopedEnv force("RMP_BCAST_ALGO", "binomal");
+  EXPECT_THROW(rmp::testing::run_thread_ranks(1, [](rmp::testing::ThreadRank&) {}), Error);
 }
 
 TEST(CollSelect, EveryAlgorithmVariable_IsAKnownRmpVariable) {
