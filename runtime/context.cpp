@@ -295,10 +295,20 @@ void Context::Idle::keep_core() {
     since_ = Clock::now();
     return;
   }
-  if ((idle_ & 15) != 0 || Clock::now() - since_ < std::chrono::duration<double, std::micro>(
-                                                       kKeepCore * c_.params().spin_us)) {
-    cpu_relax();
-    return;
+  if (!spun_) {
+    if ((idle_ & 15) != 0 || Clock::now() - since_ < std::chrono::duration<double, std::micro>(
+                                                         kKeepCore * c_.params().spin_us)) {
+      cpu_relax();
+      return;
+    }
+    // The window is over (and spin_us with it): from now on give the core away on every idle
+    // poll, as operator() does past spin_us. (Handing over to operator() without saying so
+    // gave nothing away: it looks at the clock only every 16th poll, and keep_core called it
+    // only on such a poll, which operator()'s own count had moved past. A rank that kept its
+    // core while the rank it waited for was queued behind it waited for the time slice to
+    // end: 5 ms a round of a chunked bcast at 8 ranks on 2 cores, where a rank's CPU line
+    // still named the core it had left.)
+    spun_ = true;
   }
   (*this)();
 }

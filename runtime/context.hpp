@@ -94,9 +94,14 @@ public:
     // other cores right now: keeps the core and polls, up to kKeepCore × spin_us since the
     // wait began, then behaves as operator(). Giving the core away would only hand it to a
     // rank that is itself waiting, and each such switch between processes costs ~2 us on
-    // this project's VMs.
+    // this project's VMs. The window bounds what a wrong guess costs: a rank that moved to
+    // this core and is queued behind us still shows the core it left. 8 ranks on 2 cores,
+    // bcast of 1 MiB: at 20 the readers gave the core away during the root's 512 KiB copies
+    // (280 us a call against 180 at 100 and beyond); with 64 KiB chunks a wrong guess costs
+    // 930 us a call at 20, 2.6 ms at 100, 8.2 ms at 300 (and 80 ms when the window never
+    // closed).
     void keep_core();
-    static constexpr double kKeepCore = 20;
+    static constexpr double kKeepCore = 100;
     // Instead of operator(), when the caller knows that a rank it waits for is queued behind
     // this one on the same core: yields at once, without spinning first.
     void give_core();

@@ -340,12 +340,14 @@ TEST(KnobEffects, Connect_EndpointsRightAfterStart) {
 
 // A waiting call that finds nothing to do: wait_mode=poll never gives the core away;
 // yield with spin_us=0 yields at every clock check (each 16th idle call).
-std::uint64_t yields_in(std::size_t idle_calls, double* elapsed_us = nullptr) {
+// keep_core: the same once its window (Idle::kKeepCore × spin_us) has passed.
+std::uint64_t yields_in(std::size_t idle_calls, double* elapsed_us = nullptr,
+                        bool keep_core = false) {
   std::uint64_t yields = 0;
   run_thread_ranks(1, [&](ThreadRank& t) {
     rmp::rt::Context::Idle idle(t.ctx);
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < idle_calls; ++i) idle();
+    for (std::size_t i = 0; i < idle_calls; ++i) keep_core ? idle.keep_core() : idle();
     if (elapsed_us)
       *elapsed_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                         .count();
@@ -366,6 +368,16 @@ TEST(KnobEffects, WaitMode_PollNeverYields_YieldDoes) {
     // there on every idle call gives the core away: calls 16 … 160.
     EXPECT_EQ(yields_in(160), 145u);
   }
+}
+
+// A wait that believes the rank it waits for runs on another core keeps its own for a while,
+// then gives it away as any other wait. (It used to hand over to operator() only on a call
+// that operator() itself skipped, and never gave the core away: a rank queued behind it waited
+// for the end of the time slice, 5 ms.)
+TEST(KnobEffects, KeepCore_GivesTheCoreAwayOnceItsWindowHasPassed) {
+  ScopedEnv mode("RMP_WAIT_MODE", "yield");
+  ScopedEnv spin("RMP_SPIN_US", "0");
+  EXPECT_EQ(yields_in(160, nullptr, true), 145u);
 }
 
 TEST(KnobEffects, SpinUs_NoYieldBeforeItHasPassed) {
