@@ -438,6 +438,8 @@ private:
     Rank& rank = ranks_[static_cast<std::size_t>(r)];
     rank.said_hello = true;
     rank.finalized = false;  // a rank that initialises again must finalise again
+    any_hello_ = true;
+    if (!left_uninitialised_.empty()) fail(1, left_uninitialised_, first_uninitialised_);
   }
 
   void on_abort(int r, int code, const std::string& why) {
@@ -484,6 +486,19 @@ private:
            r);
     } else if (rank.said_hello && !rank.finalized) {
       fail(1, who + " exited without finalizing", r);
+    } else if (!rank.said_hello) {
+      // Status 0 without ever initialising rmp: a job of programs that do not use rmp (or not
+      // yet). Once another rank uses it, the job cannot work: the others would wait for this
+      // rank's address until their bootstrap timeout (120 s). Judged at the first
+      // initialisation when this rank ended before any.
+      const std::string why = who + " exited with status 0 without initialising rmp, which " +
+                              "other ranks of the job use";
+      if (any_hello_) {
+        fail(1, why, r);
+      } else if (left_uninitialised_.empty()) {
+        left_uninitialised_ = why;
+        first_uninitialised_ = r;
+      }
     }
   }
 
@@ -612,6 +627,11 @@ private:
   std::unordered_map<pid_t, int> rank_of_pid_;
   std::unordered_map<int, std::unique_ptr<OutputPipe>> outputs_;  // by fd
   int running_ = 0;
+  bool any_hello_ = false;  // some rank initialised rmp
+  // The first rank that ended (status 0) without initialising rmp, before any rank did: what
+  // to say when one does.
+  std::string left_uninitialised_;
+  int first_uninitialised_ = -1;
 
   UniqueFd null_fd_;
   UniqueFd rank0_stdin_;  // read end of the stdin pipe (terminal case), or empty

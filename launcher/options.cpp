@@ -327,7 +327,8 @@ after 64 KiB is passed on in 64 KiB lines (rlaunch adds the newlines; each is ta
 
 Exit status: 0 when every rank exits 0 (and every rank that initialised rmp finalised);
 otherwise that of the first rank to fail: its exit code, 128+signal, or 1 for an exit 0
-without finalize. 124: --timeout. 2: bad arguments. 127: PROGRAM cannot be executed.
+without finalize (or without init while other ranks use rmp). 124: --timeout.
+2: bad arguments. 127: PROGRAM cannot be executed.
 128+signal: rlaunch itself was interrupted (SIGINT, SIGTERM, SIGHUP) before any rank failed.
 )";
 }

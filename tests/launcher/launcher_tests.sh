@@ -87,6 +87,17 @@ exit0_without_finalize)  # HELLO then exit 0 without finalize → 1
   expect_no_survivors
   ;;
 
+exit0_without_init)  # exit 0 without initialising while the others did → 1, not their timeout
+  for delay in 0 700; do  # before the others initialise, and after
+    run "$RLAUNCH" -n 3 "$PROBE" noinit 1 "$delay"
+    expect_rc 1
+    expect_err "rlaunch: rank 1 (pid "
+    expect_err "exited with status 0 without initialising rmp, which other ranks of the job use"
+    expect_faster_than 5000
+    expect_no_survivors
+  done
+  ;;
+
 abort)  # abort(code) ends the job with code and says who and why; abort(0) → 1
   run "$RLAUNCH" -n 3 "$PROBE" abort 1 7 "$TAG"
   expect_rc 7

@@ -184,6 +184,18 @@ int fail_one(const std::string& how, int who, int code) {
   return 0;
 }
 
+// Rank `who` ends with status 0 after `delay_ms` without initialising; the others initialise
+// and wait in a fence that can never complete. rlaunch must end the job (the others would wait
+// for the missing rank until their bootstrap timeout).
+int no_init(int who, int delay_ms) {
+  const char* rank = std::getenv("RMP_RANK");
+  if (rank && std::atoi(rank) == who) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    return 0;
+  }
+  return fail_one("none", -1, 0);
+}
+
 // A rank that creates a job-named shared segment and crashes before anyone unlinks it.
 int shm_leak() {
   auto b = rmp::rt::make_bootstrap_from_environment();
@@ -293,6 +305,7 @@ int main(int argc, char** argv) {
     if (mode == "crash" || mode == "exit" || mode == "abort" || mode == "nofinalize") {
       return fail_one(mode, arg_int(argc, argv, 2, 0), arg_int(argc, argv, 3, 0));
     }
+    if (mode == "noinit") return no_init(arg_int(argc, argv, 2, 0), arg_int(argc, argv, 3, 0));
     if (mode == "shm-leak") return shm_leak();
     if (mode == "affinity") return affinity();
     if (mode == "stdin") return read_stdin();
