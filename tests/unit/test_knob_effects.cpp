@@ -165,6 +165,21 @@ TEST(KnobEffects, EveryKnob_TestedHereOrNamedWithTheReason) {
   EXPECT_FALSE(na.empty());
 }
 
+// rinfo --params --transport shm (declared limits) shows the inline threshold a job on shm
+// uses (the ring line less the line's and p2p's headers); it said 44 where jobs used 36.
+TEST(KnobEffects, InlineThreshold_DeclaredIsWhatAJobUses) {
+  rmp::rt::ParamsInput in;
+  in.transport = "shm";
+  in.limits = rmp::rt::declared_limits("shm");
+  const std::size_t declared = rmp::rt::resolve_params(in).values.inline_threshold;
+  std::size_t used = 0;
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    if (t.ctx.rank() == 0) used = t.ctx.params().inline_threshold;
+  });
+  EXPECT_EQ(declared, used);
+  EXPECT_GT(used, 0u);
+}
+
 TEST(KnobEffects, EagerThreshold_MovesMessagesBetweenEagerAndRendezvous) {
   constexpr std::size_t kBytes = 6000;
   ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
