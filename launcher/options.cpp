@@ -87,9 +87,13 @@ std::chrono::milliseconds parse_timeout(std::string_view text) {
   double seconds = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-      !std::isfinite(seconds) || seconds <= 0 || seconds > kMaxTimeoutSeconds) {
+      !std::isfinite(seconds) || seconds <= 0) {
     throw UsageError("--timeout: '" + std::string(text) + "' is not a positive number of seconds");
   }
+  if (seconds > kMaxTimeoutSeconds)
+    throw UsageError("--timeout: '" + std::string(text) +
+                     "' seconds is more than a year (at most " +
+                     std::to_string(static_cast<long long>(kMaxTimeoutSeconds)) + ")");
   return std::chrono::milliseconds(std::max<long long>(1, std::llround(seconds * 1000)));
 }
 

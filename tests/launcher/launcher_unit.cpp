@@ -83,6 +83,12 @@ TEST(Options, MalformedValues_AreUsageErrorsNamingTheFlag) {
     EXPECT_THROW(parse(args), UsageError) << joined;
   }
   try {
+    parse({"-n", "1", "--timeout", "400000000", "p"});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--timeout: '400000000' seconds is more than a year (at most 31536000)");
+  }
+  try {
     parse({"-n", "1", "--param", "no_such_knob=1", "p"});
     FAIL();
   } catch (const UsageError& e) {
