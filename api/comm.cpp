@@ -5,6 +5,7 @@
 
 #include <rmp/rmp.hpp>
 
+#include "api/coll_check.hpp"
 #include "api/state.hpp"
 #include "collectives/collectives.hpp"
 #include "collectives/nonblocking.hpp"
@@ -12,12 +13,16 @@
 
 namespace rmp {
 
+using api::CallRecord;
 using api::check_buffer;
 using api::check_rank;
 using api::check_tag;
 using api::checked_bytes;
 using api::checked_total;
 using api::comm_of;
+using api::pair_weight;
+using api::validated;
+using coll::Coll;
 using p2p::Channel;
 
 namespace {
@@ -45,6 +50,34 @@ void check_counts(const char* call, const char* arg, std::span<const std::size_t
     throw Error(Errc::invalid_count, std::string(call) + ": argument '" + arg + "' has " +
                                          std::to_string(v.size()) + " entries, the communicator has " +
                                          std::to_string(size) + " ranks");
+}
+
+// RMP_COLL_CHECK records (coll_check.hpp). A reduction's: count, element type and op.
+CallRecord reduction(std::size_t count, std::size_t esize, detail::Type t, Op op, int root = -1) {
+  return CallRecord{.root = root,
+                    .count = count,
+                    .esize = esize,
+                    .type = static_cast<std::int32_t>(t),
+                    .op = static_cast<std::int32_t>(op)};
+}
+
+// Σ weight(0, q) × counts[q] × esize over the communicator: equal on ranks holding equal
+// counts (mod 2^64).
+std::uint64_t weighted(const detail::CommImpl& c, std::span<const std::size_t> counts,
+                       std::size_t esize, int from = 0) {
+  std::uint64_t sum = 0;
+  for (int q = 0; q < c.size(); ++q)
+    sum += pair_weight(from, q, c.size()) * counts[static_cast<std::size_t>(q)] * esize;
+  return sum;
+}
+
+// gatherv, scatterv: every rank's own count; the root's also the weighted sum of its counts,
+// which the others compare with the counts the ranks pass.
+CallRecord rooted_v(const detail::CommImpl& c, std::size_t count, std::size_t esize, int root,
+                    std::span<const std::size_t> counts) {
+  CallRecord r{.root = root, .count = count, .esize = esize};
+  if (c.rank() == root) r.sum_a = weighted(c, counts, esize, root);
+  return r;
 }
 
 // Largest element index a (counts, displs) layout touches, checked for overflow.
@@ -199,29 +232,49 @@ std::optional<Status> Comm::iprobe(int source, int tag) const {
 // ---------------------------------------------------------------------------------------------
 // Collectives
 
-void Comm::barrier() const { coll::barrier(comm_of(*this, "barrier")); }
+// Each collective validates its arguments through api::validated (coll_check.hpp): its own
+// checks, and with RMP_COLL_CHECK=1 the record the ranks compare.
+
+void Comm::barrier() const {
+  detail::CommImpl& c = comm_of(*this, "barrier");
+  validated(
+      c, "barrier", Coll::barrier, [] { return 0; }, [] { return CallRecord{}; });
+  coll::barrier(c);
+}
 
 void Comm::bcast_(void* buf, std::size_t count, std::size_t esize, Type, int root) const {
   detail::CommImpl& c = comm_of(*this, "bcast");
-  check_rank("bcast", "root", root, c.size(), false);
-  const std::size_t bytes = checked_bytes("bcast", "count", count, esize);
-  check_buffer("bcast", "buf", buf, count);
+  const std::size_t bytes = validated(
+      c, "bcast", Coll::bcast,
+      [&] {
+        check_rank("bcast", "root", root, c.size(), false);
+        const std::size_t b = checked_bytes("bcast", "count", count, esize);
+        check_buffer("bcast", "buf", buf, count);
+        return b;
+      },
+      [&] { return CallRecord{.root = root, .count = count, .esize = esize}; });
   coll::bcast(c, buf, bytes, root);
 }
 
 void Comm::reduce_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
                    Type t, Op op, int root) const {
   detail::CommImpl& c = comm_of(*this, "reduce");
-  check_rank("reduce", "root", root, c.size(), false);
-  checked_bytes("reduce", "count", count, esize);
-  check_op("reduce", op, t);
-  const bool at_root = c.rank() == root;
-  if (inplace && !at_root)
-    throw Error(Errc::invalid_argument, "reduce: in_place is allowed only at the root (rank " +
-                                            std::to_string(root) + "), this is rank " +
-                                            std::to_string(c.rank()));
-  if (!inplace) check_buffer("reduce", "in", in, count);
-  if (at_root) check_buffer("reduce", "out", out, count);
+  validated(
+      c, "reduce", Coll::reduce,
+      [&] {
+        check_rank("reduce", "root", root, c.size(), false);
+        checked_bytes("reduce", "count", count, esize);
+        check_op("reduce", op, t);
+        const bool at_root = c.rank() == root;
+        if (inplace && !at_root)
+          throw Error(Errc::invalid_argument,
+                      "reduce: in_place is allowed only at the root (rank " + std::to_string(root) +
+                          "), this is rank " + std::to_string(c.rank()));
+        if (!inplace) check_buffer("reduce", "in", in, count);
+        if (at_root) check_buffer("reduce", "out", out, count);
+        return 0;
+      },
+      [&] { return reduction(count, esize, t, op, root); });
   coll::reduce(c, inplace ? nullptr : in, out, count, esize, t, op, root);
 }
 
@@ -229,75 +282,116 @@ void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count
                       std::size_t esize, Type t, Op op, Compression comp,
                       bool explicit_compression) const {
   detail::CommImpl& c = comm_of(*this, "allreduce");
-  checked_bytes("allreduce", "count", count, esize);
-  check_op("allreduce", op, t);
-  if (!inplace) check_buffer("allreduce", "in", in, count);
-  check_buffer("allreduce", "out", out, count);
-  // An explicit Compression argument decides; otherwise the allreduce_compress knob applies
-  // to the calls it can apply to (the same on every rank: it comes from the job's settings).
-  const bool compressible = (t == Type::f32 || t == Type::f64) &&
-                            (op == Op::sum || op == Op::min || op == Op::max);
-  if (explicit_compression && comp != Compression::none && !compressible)
-    throw Error(Errc::invalid_argument,
-                std::string("allreduce: compression applies to float/double with sum, min or "
-                            "max, not op ") + coll::op_name(op) + " on " + coll::type_name(t));
-  if (!explicit_compression)
-    comp = compressible ? c.engine().context().coll_params().allreduce_compress : Compression::none;
+  comp = validated(
+      c, "allreduce", Coll::allreduce,
+      [&] {
+        checked_bytes("allreduce", "count", count, esize);
+        check_op("allreduce", op, t);
+        if (!inplace) check_buffer("allreduce", "in", in, count);
+        check_buffer("allreduce", "out", out, count);
+        // An explicit Compression argument decides; otherwise the allreduce_compress knob
+        // applies to the calls it can apply to (the same on every rank: rank 0's setting).
+        const bool compressible =
+            (t == Type::f32 || t == Type::f64) && (op == Op::sum || op == Op::min || op == Op::max);
+        if (explicit_compression && comp != Compression::none && !compressible)
+          throw Error(Errc::invalid_argument,
+                      std::string("allreduce: compression applies to float/double with sum, min "
+                                  "or max, not op ") +
+                          coll::op_name(op) + " on " + coll::type_name(t));
+        if (explicit_compression) return comp;
+        return compressible ? c.engine().context().coll_params().allreduce_compress
+                            : Compression::none;
+      },
+      [&] {
+        CallRecord r = reduction(count, esize, t, op);
+        r.extra = static_cast<std::int32_t>(comp);  // as given; the knob's is every rank's
+        return r;
+      });
   coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op, comp);
 }
 
 void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out,
                    std::size_t esize, Type, int root) const {
   detail::CommImpl& c = comm_of(*this, "gather");
-  check_rank("gather", "root", root, c.size(), false);
-  const std::size_t bytes = checked_bytes("gather", "count", count, esize);
-  checked_total("gather", count, c.size(), esize);
-  const bool at_root = c.rank() == root;
-  if (inplace && !at_root)
-    throw Error(Errc::invalid_argument, "gather: in_place is allowed only at the root");
-  if (!inplace) check_buffer("gather", "in", in, count);
-  if (at_root) check_buffer("gather", "out", out, count);
+  const std::size_t bytes = validated(
+      c, "gather", Coll::gather,
+      [&] {
+        check_rank("gather", "root", root, c.size(), false);
+        const std::size_t b = checked_bytes("gather", "count", count, esize);
+        checked_total("gather", count, c.size(), esize);
+        const bool at_root = c.rank() == root;
+        if (inplace && !at_root)
+          throw Error(Errc::invalid_argument, "gather: in_place is allowed only at the root");
+        if (!inplace) check_buffer("gather", "in", in, count);
+        if (at_root) check_buffer("gather", "out", out, count);
+        return b;
+      },
+      [&] { return CallRecord{.root = root, .count = count, .esize = esize}; });
   coll::gather(c, inplace ? nullptr : in, out, bytes, root);
 }
 
 void Comm::scatter_(const void* in, std::size_t count, void* out, std::size_t esize, Type,
                     int root) const {
   detail::CommImpl& c = comm_of(*this, "scatter");
-  check_rank("scatter", "root", root, c.size(), false);
-  const std::size_t bytes = checked_bytes("scatter", "count", count, esize);
-  checked_total("scatter", count, c.size(), esize);
-  if (c.rank() == root) check_buffer("scatter", "in", in, count);
-  check_buffer("scatter", "out", out, count);
+  const std::size_t bytes = validated(
+      c, "scatter", Coll::scatter,
+      [&] {
+        check_rank("scatter", "root", root, c.size(), false);
+        const std::size_t b = checked_bytes("scatter", "count", count, esize);
+        checked_total("scatter", count, c.size(), esize);
+        if (c.rank() == root) check_buffer("scatter", "in", in, count);
+        check_buffer("scatter", "out", out, count);
+        return b;
+      },
+      [&] { return CallRecord{.root = root, .count = count, .esize = esize}; });
   coll::scatter(c, in, out, bytes, root);
 }
 
 void Comm::allgather_(const void* in, bool inplace, std::size_t count, void* out,
                       std::size_t esize, Type) const {
   detail::CommImpl& c = comm_of(*this, "allgather");
-  const std::size_t bytes = checked_bytes("allgather", "count", count, esize);
-  checked_total("allgather", count, c.size(), esize);
-  if (!inplace) check_buffer("allgather", "in", in, count);
-  check_buffer("allgather", "out", out, count);
+  const std::size_t bytes = validated(
+      c, "allgather", Coll::allgather,
+      [&] {
+        const std::size_t b = checked_bytes("allgather", "count", count, esize);
+        checked_total("allgather", count, c.size(), esize);
+        if (!inplace) check_buffer("allgather", "in", in, count);
+        check_buffer("allgather", "out", out, count);
+        return b;
+      },
+      [&] { return CallRecord{.count = count, .esize = esize}; });
   coll::allgather(c, inplace ? nullptr : in, out, bytes);
 }
 
 void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out,
                      std::size_t esize, Type) const {
   detail::CommImpl& c = comm_of(*this, "alltoall");
-  const std::size_t bytes = checked_bytes("alltoall", "count", count, esize);
-  checked_total("alltoall", count, c.size(), esize);
-  if (!inplace) check_buffer("alltoall", "in", in, count);
-  check_buffer("alltoall", "out", out, count);
+  const std::size_t bytes = validated(
+      c, "alltoall", Coll::alltoall,
+      [&] {
+        const std::size_t b = checked_bytes("alltoall", "count", count, esize);
+        checked_total("alltoall", count, c.size(), esize);
+        if (!inplace) check_buffer("alltoall", "in", in, count);
+        check_buffer("alltoall", "out", out, count);
+        return b;
+      },
+      [&] { return CallRecord{.count = count, .esize = esize}; });
   coll::alltoall(c, inplace ? nullptr : in, out, bytes);
 }
 
 void Comm::reduce_scatter_block_(const void* in, bool inplace, void* out, std::size_t count,
                                  std::size_t esize, Type t, Op op) const {
   detail::CommImpl& c = comm_of(*this, "reduce_scatter_block");
-  checked_total("reduce_scatter_block", count, c.size(), esize);
-  check_op("reduce_scatter_block", op, t);
-  if (!inplace) check_buffer("reduce_scatter_block", "in", in, count);
-  check_buffer("reduce_scatter_block", "out", out, count);
+  validated(
+      c, "reduce_scatter_block", Coll::reduce_scatter_block,
+      [&] {
+        checked_total("reduce_scatter_block", count, c.size(), esize);
+        check_op("reduce_scatter_block", op, t);
+        if (!inplace) check_buffer("reduce_scatter_block", "in", in, count);
+        check_buffer("reduce_scatter_block", "out", out, count);
+        return 0;
+      },
+      [&] { return reduction(count, esize, t, op); });
   std::vector<std::size_t> counts(static_cast<std::size_t>(c.size()), count);
   coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
 }
@@ -306,91 +400,152 @@ void Comm::scan_(const void* in, bool inplace, void* out, std::size_t count, std
                  Type t, Op op, bool exclusive) const {
   const char* call = exclusive ? "exscan" : "scan";
   detail::CommImpl& c = comm_of(*this, call);
-  checked_bytes(call, "count", count, esize);
-  check_op(call, op, t);
-  if (!inplace) check_buffer(call, "in", in, count);
-  check_buffer(call, "out", out, count);
+  validated(
+      c, call, exclusive ? Coll::exscan : Coll::scan,
+      [&] {
+        checked_bytes(call, "count", count, esize);
+        check_op(call, op, t);
+        if (!inplace) check_buffer(call, "in", in, count);
+        check_buffer(call, "out", out, count);
+        return 0;
+      },
+      [&] { return reduction(count, esize, t, op); });
   coll::scan(c, inplace ? nullptr : in, out, count, esize, t, op, exclusive);
 }
 
 void Comm::gatherv_(const void* in, std::size_t count, void* out, sizes counts, sizes displs,
                     std::size_t esize, Type, int root) const {
   detail::CommImpl& c = comm_of(*this, "gatherv");
-  check_rank("gatherv", "root", root, c.size(), false);
-  checked_bytes("gatherv", "count", count, esize);
-  check_buffer("gatherv", "in", in, count);
-  if (c.rank() == root) {
-    check_counts("gatherv", "counts", counts, c.size());
-    check_counts("gatherv", "displs", displs, c.size());
-    check_buffer("gatherv", "out", out, layout_extent("gatherv", counts, displs, c.size(), esize));
-    if (counts[static_cast<std::size_t>(root)] != count)
-      throw Error(Errc::invalid_count, "gatherv: the root's count " + std::to_string(count) +
-                                           " differs from counts[root] = " +
-                                           std::to_string(counts[static_cast<std::size_t>(root)]));
-  }
+  validated(
+      c, "gatherv", Coll::gatherv,
+      [&] {
+        check_rank("gatherv", "root", root, c.size(), false);
+        checked_bytes("gatherv", "count", count, esize);
+        check_buffer("gatherv", "in", in, count);
+        if (c.rank() == root) {
+          check_counts("gatherv", "counts", counts, c.size());
+          check_counts("gatherv", "displs", displs, c.size());
+          check_buffer("gatherv", "out", out,
+                       layout_extent("gatherv", counts, displs, c.size(), esize));
+          if (counts[static_cast<std::size_t>(root)] != count)
+            throw Error(Errc::invalid_count,
+                        "gatherv: the root's count " + std::to_string(count) +
+                            " differs from counts[root] = " +
+                            std::to_string(counts[static_cast<std::size_t>(root)]));
+        }
+        return 0;
+      },
+      [&] { return rooted_v(c, count, esize, root, counts); });
   coll::gatherv(c, in, count, out, counts, displs, esize, root);
 }
 
 void Comm::scatterv_(const void* in, sizes counts, sizes displs, void* out, std::size_t count,
                      std::size_t esize, Type, int root) const {
   detail::CommImpl& c = comm_of(*this, "scatterv");
-  check_rank("scatterv", "root", root, c.size(), false);
-  checked_bytes("scatterv", "count", count, esize);
-  check_buffer("scatterv", "out", out, count);
-  if (c.rank() == root) {
-    check_counts("scatterv", "counts", counts, c.size());
-    check_counts("scatterv", "displs", displs, c.size());
-    check_buffer("scatterv", "in", in, layout_extent("scatterv", counts, displs, c.size(), esize));
-    if (counts[static_cast<std::size_t>(root)] != count)
-      throw Error(Errc::invalid_count, "scatterv: the root's count " + std::to_string(count) +
-                                           " differs from counts[root] = " +
-                                           std::to_string(counts[static_cast<std::size_t>(root)]));
-  }
+  validated(
+      c, "scatterv", Coll::scatterv,
+      [&] {
+        check_rank("scatterv", "root", root, c.size(), false);
+        checked_bytes("scatterv", "count", count, esize);
+        check_buffer("scatterv", "out", out, count);
+        if (c.rank() == root) {
+          check_counts("scatterv", "counts", counts, c.size());
+          check_counts("scatterv", "displs", displs, c.size());
+          check_buffer("scatterv", "in", in,
+                       layout_extent("scatterv", counts, displs, c.size(), esize));
+          if (counts[static_cast<std::size_t>(root)] != count)
+            throw Error(Errc::invalid_count,
+                        "scatterv: the root's count " + std::to_string(count) +
+                            " differs from counts[root] = " +
+                            std::to_string(counts[static_cast<std::size_t>(root)]));
+        }
+        return 0;
+      },
+      [&] { return rooted_v(c, count, esize, root, counts); });
   coll::scatterv(c, in, counts, displs, out, count, esize, root);
 }
 
 void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts,
                            std::size_t esize, Type t, Op op) const {
   detail::CommImpl& c = comm_of(*this, "reduce_scatter");
-  check_counts("reduce_scatter", "counts", counts, c.size());
-  check_op("reduce_scatter", op, t);
-  std::size_t total = 0;
-  for (int i = 0; i < c.size(); ++i) {
-    const std::size_t n = counts[static_cast<std::size_t>(i)];
-    if (n > SIZE_MAX - total)
-      throw Error(Errc::invalid_count, "reduce_scatter: the sum of 'counts' overflows");
-    total += n;
-  }
-  checked_bytes("reduce_scatter", "counts", total, esize);
-  if (!inplace) check_buffer("reduce_scatter", "in", in, total);
-  check_buffer("reduce_scatter", "out", out, counts[static_cast<std::size_t>(c.rank())]);
+  validated(
+      c, "reduce_scatter", Coll::reduce_scatter,
+      [&] {
+        check_counts("reduce_scatter", "counts", counts, c.size());
+        check_op("reduce_scatter", op, t);
+        std::size_t total = 0;
+        for (int i = 0; i < c.size(); ++i) {
+          const std::size_t n = counts[static_cast<std::size_t>(i)];
+          if (n > SIZE_MAX - total)
+            throw Error(Errc::invalid_count, "reduce_scatter: the sum of 'counts' overflows");
+          total += n;
+        }
+        checked_bytes("reduce_scatter", "counts", total, esize);
+        if (!inplace) check_buffer("reduce_scatter", "in", in, total);
+        check_buffer("reduce_scatter", "out", out, counts[static_cast<std::size_t>(c.rank())]);
+        return 0;
+      },
+      [&] {
+        CallRecord r = reduction(0, esize, t, op);
+        r.sum_a = weighted(c, counts, 1);
+        return r;
+      });
   coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
 }
 
 void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
                        sizes displs, std::size_t esize, Type) const {
   detail::CommImpl& c = comm_of(*this, "allgatherv");
-  check_counts("allgatherv", "counts", counts, c.size());
-  check_counts("allgatherv", "displs", displs, c.size());
-  checked_bytes("allgatherv", "count", count, esize);
-  if (!inplace) check_buffer("allgatherv", "in", in, count);
-  check_buffer("allgatherv", "out", out, layout_extent("allgatherv", counts, displs, c.size(), esize));
-  if (counts[static_cast<std::size_t>(c.rank())] != count)
-    throw Error(Errc::invalid_count, "allgatherv: this rank's count " + std::to_string(count) +
-                                         " differs from counts[rank] = " +
-                                         std::to_string(counts[static_cast<std::size_t>(c.rank())]));
+  validated(
+      c, "allgatherv", Coll::allgatherv,
+      [&] {
+        check_counts("allgatherv", "counts", counts, c.size());
+        check_counts("allgatherv", "displs", displs, c.size());
+        checked_bytes("allgatherv", "count", count, esize);
+        if (!inplace) check_buffer("allgatherv", "in", in, count);
+        check_buffer("allgatherv", "out", out,
+                     layout_extent("allgatherv", counts, displs, c.size(), esize));
+        if (counts[static_cast<std::size_t>(c.rank())] != count)
+          throw Error(Errc::invalid_count,
+                      "allgatherv: this rank's count " + std::to_string(count) +
+                          " differs from counts[rank] = " +
+                          std::to_string(counts[static_cast<std::size_t>(c.rank())]));
+        return 0;
+      },
+      [&] {
+        return CallRecord{.count = count, .esize = esize, .sum_a = weighted(c, counts, esize)};
+      });
   coll::allgatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize);
 }
 
 void Comm::alltoallv_(const void* in, sizes scounts, sizes sdispls, void* out, sizes rcounts,
                       sizes rdispls, std::size_t esize, Type) const {
   detail::CommImpl& c = comm_of(*this, "alltoallv");
-  check_counts("alltoallv", "scounts", scounts, c.size());
-  check_counts("alltoallv", "sdispls", sdispls, c.size());
-  check_counts("alltoallv", "rcounts", rcounts, c.size());
-  check_counts("alltoallv", "rdispls", rdispls, c.size());
-  check_buffer("alltoallv", "in", in, layout_extent("alltoallv", scounts, sdispls, c.size(), esize));
-  check_buffer("alltoallv", "out", out, layout_extent("alltoallv", rcounts, rdispls, c.size(), esize));
+  validated(
+      c, "alltoallv", Coll::alltoallv,
+      [&] {
+        check_counts("alltoallv", "scounts", scounts, c.size());
+        check_counts("alltoallv", "sdispls", sdispls, c.size());
+        check_counts("alltoallv", "rcounts", rcounts, c.size());
+        check_counts("alltoallv", "rdispls", rdispls, c.size());
+        check_buffer("alltoallv", "in", in,
+                     layout_extent("alltoallv", scounts, sdispls, c.size(), esize));
+        check_buffer("alltoallv", "out", out,
+                     layout_extent("alltoallv", rcounts, rdispls, c.size(), esize));
+        return 0;
+      },
+      [&] {
+        // Entry (sender, receiver): this rank's sends weighted as (me, q), its receives as
+        // (q, me); over all ranks both sums weigh every pair once.
+        const int n = c.size(), me = c.rank();
+        CallRecord r{.esize = esize};
+        for (int q = 0; q < n; ++q) {
+          const auto i = static_cast<std::size_t>(q);
+          r.sum_a += pair_weight(me, q, n) * scounts[i] * esize;
+          r.sum_b += pair_weight(q, me, n) * rcounts[i] * esize;
+        }
+        return r;
+      });
   coll::alltoallv(c, in, scounts, sdispls, out, rcounts, rdispls, esize);
 }
 

@@ -28,29 +28,31 @@ constexpr auto kAddressTimeout = std::chrono::seconds(120);
 // Rank 0's values that shape a collective (Context::coll_params), as text.
 constexpr std::string_view kCollParamsKey = "coll-params";
 
-std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& algos) {
+std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& algos, bool check) {
   char buf[512];
-  int n = std::snprintf(buf, sizeof buf, "%zu %zu %zu %a %a %a %d", p.fragment_size,
+  int n = std::snprintf(buf, sizeof buf, "%zu %zu %zu %a %a %a %d %d", p.fragment_size,
                         p.pipeline_depth, p.eager_threshold, p.link_bw, p.link_rtt_us, p.copy_bw,
-                        static_cast<int>(p.allreduce_compress));
+                        static_cast<int>(p.allreduce_compress), check ? 1 : 0);
   for (signed char a : algos)
     n += std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), " %d", a);
   const auto* b = reinterpret_cast<const std::byte*>(buf);
   return {b, b + std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)};
 }
 
-void decode_coll_params(const std::vector<std::byte>& v, Params& p, ForcedAlgos& algos) {
+void decode_coll_params(const std::vector<std::byte>& v, Params& p, ForcedAlgos& algos,
+                        bool& check) {
   const std::string text(reinterpret_cast<const char*>(v.data()), v.size());
   const auto malformed = [&] {
     return Error(Errc::internal,
                  "bootstrap: rank 0's collective parameters are malformed: '" + text + "'");
   };
-  int compress = 0, used = 0;
-  if (std::sscanf(text.c_str(), "%zu %zu %zu %la %la %la %d%n", &p.fragment_size, &p.pipeline_depth,
-                  &p.eager_threshold, &p.link_bw, &p.link_rtt_us, &p.copy_bw, &compress,
-                  &used) != 7)
+  int compress = 0, checked = 0, used = 0;
+  if (std::sscanf(text.c_str(), "%zu %zu %zu %la %la %la %d %d%n", &p.fragment_size,
+                  &p.pipeline_depth, &p.eager_threshold, &p.link_bw, &p.link_rtt_us, &p.copy_bw,
+                  &compress, &checked, &used) != 8)
     throw malformed();
   p.allreduce_compress = static_cast<Compression>(compress);
+  check = checked != 0;
   for (std::size_t k = 0; k < algos.size(); ++k) {
     int a = 0, n = 0;
     if (std::sscanf(text.c_str() + used, " %d%n", &a, &n) != 1 || a < -1 ||
@@ -114,12 +116,12 @@ std::string Context::checked_stats_path() const {
 
 const Context::CollShape& Context::coll_shape() const {
   if (!coll_shape_) {
-    CollShape c{params(), settings_.coll_algo};
+    CollShape c{params(), settings_.coll_algo, settings_.coll_check};
     if (id().size > 1 && id().rank != 0)
       decode_coll_params(
           boot_->get(kCollParamsKey,
                      std::chrono::duration_cast<std::chrono::milliseconds>(kAddressTimeout)),
-          c.params, c.algos);
+          c.params, c.algos, c.check);
     coll_shape_ = c;
   }
   return *coll_shape_;
@@ -202,7 +204,9 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   }
   if (id().size > 1) boot_->put("addr/" + std::to_string(id().rank), address);
   if (id().size > 1 && id().rank == 0)
-    boot_->put(kCollParamsKey, encode_coll_params(params(), settings_.coll_algo));
+    boot_->put(kCollParamsKey,
+               encode_coll_params(params(), settings_.coll_algo, settings_.coll_check));
+
   // connect=eager: pre-warm every peer now (on shm: map every pair segment), so that no
   // first message pays for it. Needs only the peers' addresses, not their progress.
   if (params_.values.connect_eager)

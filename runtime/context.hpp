@@ -50,6 +50,9 @@ public:
   // The algorithms RMP_<COLL>_ALGO forces, rank 0's for the same reason (with this rank's,
   // different ones would run different algorithms and wait for each other forever).
   const ForcedAlgos& coll_algos() const { return coll_shape().algos; }
+  // RMP_COLL_CHECK, rank 0's: whether every collective first checks that all ranks called it
+  // alike (ranks checking and ranks not checking would wait for each other forever).
+  bool coll_check() const { return coll_shape().check; }
   const ParamSet& param_set() const { return params_; }
   const EnvSettings& settings() const { return settings_; }
   // How the link figures were obtained (measured or why not); valid after start().
@@ -136,7 +139,9 @@ private:
   struct CollShape {
     Params params;
     ForcedAlgos algos;
+    bool check;
   };
+
   const CollShape& coll_shape() const;
 
   std::unique_ptr<Bootstrap> boot_;

@@ -739,7 +739,8 @@ constexpr std::string_view kOtherVariables[] = {
     "RMP_TRANSPORTS",      "RMP_PROFILE",      "RMP_CALIBRATE", "RMP_SHM_CMA",    "RMP_SHM_COPY",
     "RMP_PROGRESS_THREAD", "RMP_RANK",         "RMP_SIZE",      "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
     "RMP_NODE_ID",         "RMP_LOCAL_CORES",  "RMP_KVS",       "RMP_JOB_TOKEN",  "RMP_JOB_ID",
-    "RMP_CLI_PARAMS",      "RMP_PRINT_PARAMS", "RMP_STATS",     "RMP_LOG",        "RMP_COLL_STORE"};
+    "RMP_CLI_PARAMS",      "RMP_PRINT_PARAMS", "RMP_STATS",     "RMP_LOG",        "RMP_COLL_STORE",
+    "RMP_COLL_CHECK"};
 const std::vector<std::string>& known_variables() {
   static const std::vector<std::string> known = [] {
     std::vector<std::string> v(std::begin(kOtherVariables), std::end(kOtherVariables));
@@ -978,6 +979,7 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   s.log_level = static_cast<LogLevel>(word("RMP_LOG", kLog, 1));
   s.progress_thread = word("RMP_PROGRESS_THREAD", kZeroOne, 0) == 1;
   s.print_params = word("RMP_PRINT_PARAMS", kZeroOne, 0) == 1;
+  s.coll_check = word("RMP_COLL_CHECK", kZeroOne, 0) == 1;
 
   const std::string transports = env_or_empty(in, "RMP_TRANSPORTS");
   std::string_view rest = transports;

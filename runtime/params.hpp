@@ -170,6 +170,7 @@ struct EnvSettings {
   std::vector<std::string> transports;  // RMP_TRANSPORTS in order; empty = default choice
   std::string stats;                    // RMP_STATS as given: "" (off), "0", "1" or "json:PATH"
   ForcedAlgos coll_algo{};              // RMP_<COLL>_ALGO, by collective (coll_algorithms.hpp)
+  bool coll_check = false;              // RMP_COLL_CHECK=0|1 (api/coll_check.hpp)
 };
 
 // Validates and decodes the non-knob RMP_ variables above. Throws rmp::Error

@@ -1,0 +1,84 @@
+// RMP_COLL_CHECK=1: before each blocking collective, the ranks of the communicator exchange
+// what they were called with (an allgather of one fixed-size record each) and every rank
+// throws the same rmp::Error when they disagree: different collectives, roots, element types,
+// ops or counts, or one rank's own arguments rejected. Without it such a program (erroneous in
+// MPI) may hang, or deliver part of the data: the node-shared paths trust every rank to move
+// the same bytes. The check costs a small allgather per call, so it is off unless asked for
+// (as MPICH's collective checking is); the setting is rank 0's (Context::coll_check), so that
+// all ranks check or none does.
+//
+// Not checked: the non-blocking collectives (a blocking exchange at their start could
+// deadlock a correct program), and collectives the library runs for itself (communicator
+// creation). A collective that only some ranks call still waits for the others, as MPI
+// allows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include <rmp/rmp.hpp>
+
+#include "collectives/select.hpp"
+#include "p2p/engine.hpp"
+
+namespace rmp::api {
+
+// What one rank was called with. Plain bytes on the wire: every field has a fixed size.
+struct CallRecord {
+  std::uint32_t coll = 0;   // coll::Coll
+  std::int32_t root = -1;   // rooted collectives; -1 otherwise
+  std::uint64_t count = 0;  // elements
+  std::uint64_t esize = 0;  // bytes per element
+  std::int32_t type = -1;   // reductions: detail::Type; -1 where only the bytes must agree
+  std::int32_t op = -1;     // reductions: Op
+  std::int32_t extra = 0;   // allreduce: Compression
+  std::int32_t error = 0;   // 1 + Errc when this rank rejected its own arguments
+  // Weighted sums (weights from the pair of ranks, so that one entry out of place changes
+  // the sum) of count arrays, which cannot travel whole in a fixed-size record:
+  //   reduce_scatter, allgatherv: this rank's counts (all ranks must hold the same);
+  //   gatherv, scatterv: the root's counts × esize, against the ranks' own count × esize;
+  //   alltoallv: sum_a the send counts × esize, sum_b the receive counts × esize, each
+  //   weighted by (sender, receiver): over all ranks the two sums are equal.
+  std::uint64_t sum_a = 0, sum_b = 0;
+};
+
+// The weight of entry (from, to) in the sums above.
+std::uint64_t pair_weight(int from, int to, int size);
+
+// Whether RMP_COLL_CHECK is on for this communicator's job.
+inline bool checking(const detail::CommImpl& c) { return c.engine().context().coll_check(); }
+
+// Exchanges `mine` with the other ranks' records and, unless `mine` marks this rank's own
+// arguments rejected, judges them: throws rmp::Error naming the call, the rank that differs
+// and both values. Every rank judges the same records, so all throw alike.
+void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine);
+
+// The checked form of a collective's argument validation: runs `validate` (this rank's own
+// checks, returning what the caller needs), and when checking, `describe` (the record, built
+// only from validated arguments) and agree(). A rank whose own check throws still takes part
+// in the exchange, marked rejected, and then rethrows its error: the others throw too
+// instead of waiting for it in the collective.
+template <class Validate, class Describe>
+auto validated(const detail::CommImpl& c, const char* call, coll::Coll k, Validate&& validate,
+               Describe&& describe) {
+  if (!checking(c)) [[likely]]
+    return validate();
+  std::optional<decltype(validate())> result;
+  CallRecord mine;
+  try {
+    result.emplace(validate());
+    mine = describe();
+  } catch (const Error& e) {
+    CallRecord rejected;
+    rejected.coll = static_cast<std::uint32_t>(k);
+    rejected.error = 1 + static_cast<std::int32_t>(e.code());
+    agree(c, call, rejected);
+    throw;
+  }
+  mine.coll = static_cast<std::uint32_t>(k);
+  agree(c, call, mine);
+  return *result;
+}
+
+}  // namespace rmp::api
