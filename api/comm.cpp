@@ -61,8 +61,8 @@ CallRecord reduction(std::size_t count, std::size_t esize, detail::Type t, Op op
                     .op = static_cast<std::int32_t>(op)};
 }
 
-// Σ weight(0, q) × counts[q] × esize over the communicator: equal on ranks holding equal
-// counts (mod 2^64).
+// Σ weight(from, q) × counts[q] × esize over the communicator (mod 2^64): equal on ranks
+// holding equal counts.
 std::uint64_t weighted(const detail::CommImpl& c, std::span<const std::size_t> counts,
                        std::size_t esize, int from = 0) {
   std::uint64_t sum = 0;
@@ -94,6 +94,29 @@ std::size_t layout_extent(const char* call, std::span<const std::size_t> counts,
   }
   checked_bytes(call, "counts", end, esize);
   return end;
+}
+
+// gatherv, scatterv on every rank: the root, this rank's count and its own buffer.
+void check_rooted_v(const detail::CommImpl& c, const char* call, const char* arg, const void* buf,
+                    std::size_t count, std::size_t esize, int root) {
+  check_rank(call, "root", root, c.size(), false);
+  checked_bytes(call, "count", count, esize);
+  check_buffer(call, arg, buf, count);
+}
+
+// gatherv, scatterv at the root: one count and displacement per rank, the buffer `arg`
+// holding their layout, and its own count where counts[root] says.
+void check_root_layout(const detail::CommImpl& c, const char* call, const char* arg,
+                       const void* buf, std::size_t count, std::span<const std::size_t> counts,
+                       std::span<const std::size_t> displs, std::size_t esize) {
+  check_counts(call, "counts", counts, c.size());
+  check_counts(call, "displs", displs, c.size());
+  check_buffer(call, arg, buf, layout_extent(call, counts, displs, c.size(), esize));
+  const std::size_t at_root = counts[static_cast<std::size_t>(c.rank())];
+  if (at_root != count)
+    throw Error(Errc::invalid_count, std::string(call) + ": the root's count " +
+                                         std::to_string(count) +
+                                         " differs from counts[root] = " + std::to_string(at_root));
 }
 
 }  // namespace
@@ -419,20 +442,9 @@ void Comm::gatherv_(const void* in, std::size_t count, void* out, sizes counts, 
   validated(
       c, "gatherv", Coll::gatherv,
       [&] {
-        check_rank("gatherv", "root", root, c.size(), false);
-        checked_bytes("gatherv", "count", count, esize);
-        check_buffer("gatherv", "in", in, count);
-        if (c.rank() == root) {
-          check_counts("gatherv", "counts", counts, c.size());
-          check_counts("gatherv", "displs", displs, c.size());
-          check_buffer("gatherv", "out", out,
-                       layout_extent("gatherv", counts, displs, c.size(), esize));
-          if (counts[static_cast<std::size_t>(root)] != count)
-            throw Error(Errc::invalid_count,
-                        "gatherv: the root's count " + std::to_string(count) +
-                            " differs from counts[root] = " +
-                            std::to_string(counts[static_cast<std::size_t>(root)]));
-        }
+        check_rooted_v(c, "gatherv", "in", in, count, esize, root);
+        if (c.rank() == root)
+          check_root_layout(c, "gatherv", "out", out, count, counts, displs, esize);
         return 0;
       },
       [&] { return rooted_v(c, count, esize, root, counts); });
@@ -445,20 +457,9 @@ void Comm::scatterv_(const void* in, sizes counts, sizes displs, void* out, std:
   validated(
       c, "scatterv", Coll::scatterv,
       [&] {
-        check_rank("scatterv", "root", root, c.size(), false);
-        checked_bytes("scatterv", "count", count, esize);
-        check_buffer("scatterv", "out", out, count);
-        if (c.rank() == root) {
-          check_counts("scatterv", "counts", counts, c.size());
-          check_counts("scatterv", "displs", displs, c.size());
-          check_buffer("scatterv", "in", in,
-                       layout_extent("scatterv", counts, displs, c.size(), esize));
-          if (counts[static_cast<std::size_t>(root)] != count)
-            throw Error(Errc::invalid_count,
-                        "scatterv: the root's count " + std::to_string(count) +
-                            " differs from counts[root] = " +
-                            std::to_string(counts[static_cast<std::size_t>(root)]));
-        }
+        check_rooted_v(c, "scatterv", "out", out, count, esize, root);
+        if (c.rank() == root)
+          check_root_layout(c, "scatterv", "in", in, count, counts, displs, esize);
         return 0;
       },
       [&] { return rooted_v(c, count, esize, root, counts); });
