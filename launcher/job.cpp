@@ -18,9 +18,11 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <unordered_map>
 
 #include "launcher/event_loop.hpp"
@@ -175,6 +177,10 @@ public:
 
   int run() {
     started_ = Clock::now();
+    // Processes the ranks leave behind are re-parented to rlaunch, not to init: reap() collects
+    // them as they end, and stop_leftovers() sees which are still running (an init that never
+    // reaps would keep them as zombies, indistinguishable from the running).
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     if (spec_.timeout) timeout_at_ = started_ + *spec_.timeout;
     loop_.add(signals_.fd(), EPOLLIN, [this](std::uint32_t) { on_signals(); });
     kvs_ = std::make_unique<KvsServer>(
@@ -196,6 +202,7 @@ public:
     // A stopped job leaves nothing behind: stragglers in the ranks' groups (a background
     // child holding a pipe) get SIGKILL too.
     if (stop_started_) signal_job(SIGKILL);
+    else stop_leftovers();
     shut_down_io();
     return status_.value_or(0);
   }
@@ -553,6 +560,33 @@ private:
       // A running rank that moved itself to another group is signalled on its own.
       if (::kill(-rank.pid, sig) != 0 && errno == ESRCH && rank.running) ::kill(rank.pid, sig);
     }
+  }
+
+  // A job whose ranks all exited, but whose background helpers (processes left in a rank's
+  // group once the output had drained) run on: the job is over, so they get SIGTERM, and
+  // SIGKILL after kTermGrace, as a batch system's step ends every process of the step. One
+  // line on stderr says so; the job's status is the ranks'. (A helper that left the rank's
+  // group, setsid or nohup into another session, is its owner's to manage.)
+  void stop_leftovers() {
+    std::string who;
+    for (std::size_t r = 0; r < ranks_.size(); ++r)
+      if (ranks_[r].pid > 0 && ::kill(-ranks_[r].pid, 0) == 0)
+        who += (who.empty() ? "" : ", ") + std::to_string(r);
+    if (who.empty()) return;
+    say("processes started by rank(s) " + who +
+        " still running after the job ended; sending SIGTERM");
+    signal_job(SIGTERM);
+    const auto until = Clock::now() + kTermGrace;
+    const auto left = [this] {
+      for (const Rank& rank : ranks_)
+        if (rank.pid > 0 && ::kill(-rank.pid, 0) == 0) return true;
+      return false;
+    };
+    while (left() && Clock::now() < until) {
+      reap();  // they are ours to reap (a child subreaper, see run())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (left()) signal_job(SIGKILL);
   }
 
   void kill_remaining(const std::string& why) {

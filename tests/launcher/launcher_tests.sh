@@ -98,6 +98,19 @@ exit0_without_init)  # exit 0 without initialising while the others did → 1, n
   done
   ;;
 
+leftover_children)  # helpers a rank left running in the background end with the job
+  run "$RLAUNCH" -n 2 sh -c "sh -c 'sleep 30; : $TAG' & echo started"
+  expect_rc 0
+  expect_err "rlaunch: processes started by rank(s) 0, 1 still running after the job ended; sending SIGTERM"
+  expect_faster_than 5000
+  expect_no_survivors
+  # Helpers that end by themselves within the output drain are not reported.
+  run "$RLAUNCH" -n 2 sh -c "sh -c 'sleep 0.2; echo late' &"
+  expect_rc 0
+  [ "$(grep -c '^late$' "$OUT")" -eq 2 ] || fail "a helper's late output was lost"
+  [ ! -s "$ERR" ] || fail "stderr not empty: $(cat "$ERR")"
+  ;;
+
 abort)  # abort(code) ends the job with code and says who and why; abort(0) → 1
   run "$RLAUNCH" -n 3 "$PROBE" abort 1 7 "$TAG"
   expect_rc 7
