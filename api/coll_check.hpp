@@ -10,12 +10,20 @@
 // Not checked: the non-blocking collectives (a blocking exchange at their start could
 // deadlock a correct program), and collectives the library runs for itself (communicator
 // creation). A collective that only some ranks call still waits for the others, as MPI
-// allows.
+// allows. Unlike without the check, a rank whose own arguments are wrong does not throw at
+// once: it first takes part in the exchange (so that the others throw too), and so waits for
+// them to call a collective.
+//
+// What the errors name: the rank that differs and both values for the collective, root,
+// type, op, compression and counts; for count arrays, which arrays disagree (they travel as
+// weighted sums, so the entry is not known). A rank that rejected its own arguments throws
+// its own error; the others name it and its error code.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 #include <rmp/rmp.hpp>
 
@@ -56,24 +64,32 @@ void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine);
 
 // The checked form of a collective's argument validation: runs `validate` (this rank's own
 // checks, returning what the caller needs), and when checking, `describe` (the record, built
-// only from validated arguments) and agree(). A rank whose own check throws still takes part
-// in the exchange, marked rejected, and then rethrows its error: the others throw too
-// instead of waiting for it in the collective.
+// only from validated arguments; given validate's result when it takes one) and agree(). A
+// rank whose own check throws still takes part in the exchange, marked rejected, and then
+// rethrows its error: the others throw too instead of waiting for it in the collective.
 template <class Validate, class Describe>
 auto validated(const detail::CommImpl& c, const char* call, coll::Coll k, Validate&& validate,
                Describe&& describe) {
   if (!checking(c)) [[likely]]
     return validate();
-  std::optional<decltype(validate())> result;
+  using Result = decltype(validate());
+  std::optional<Result> result;
   CallRecord mine;
-  try {
-    result.emplace(validate());
-    mine = describe();
-  } catch (const Error& e) {
+  const auto reject = [&](Errc code) {
     CallRecord rejected;
     rejected.coll = static_cast<std::uint32_t>(k);
-    rejected.error = 1 + static_cast<std::int32_t>(e.code());
+    rejected.error = 1 + static_cast<std::int32_t>(code);
     agree(c, call, rejected);
+  };
+  try {
+    result.emplace(validate());
+    if constexpr (std::is_invocable_v<Describe&, const Result&>) mine = describe(*result);
+    else mine = describe();
+  } catch (const Error& e) {
+    reject(e.code());
+    throw;
+  } catch (...) {  // std::bad_alloc and the like: still not a reason for the others to hang
+    reject(Errc::internal);
     throw;
   }
   mine.coll = static_cast<std::uint32_t>(k);

@@ -325,9 +325,9 @@ void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count
         return compressible ? c.engine().context().coll_params().allreduce_compress
                             : Compression::none;
       },
-      [&] {
+      [&](Compression used) {
         CallRecord r = reduction(count, esize, t, op);
-        r.extra = static_cast<std::int32_t>(comp);  // as given; the knob's is every rank's
+        r.extra = static_cast<std::int32_t>(used);  // explicit or the knob's: what will run
         return r;
       });
   coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op, comp);

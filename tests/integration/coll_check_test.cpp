@@ -76,6 +76,33 @@ TEST(CollCheck, OpsAndTypesDiffer_InvalidArgument) {
   still_usable();
 }
 
+// The compression that will run is compared, not the argument as written: with
+// RMP_ALLREDUCE_COMPRESS=fp16 (variant collcheckfp16) a call without the argument compresses,
+// so it disagrees with an explicit none and agrees with an explicit fp16.
+TEST(CollCheck, CompressionKnobAgainstExplicitArgument) {
+  const char* knob = std::getenv("RMP_ALLREDUCE_COMPRESS");
+  const bool fp16 = knob && std::string(knob) == "fp16";
+  const rmp::Comm& w = rmp::world();
+  std::vector<double> d(32, 0.5), out(32);
+  const bool odd = rank() % 2 == 1;
+  if (fp16) {
+    expect_error(
+        [&] {
+          if (odd) w.allreduce(d.data(), out.data(), 32, Op::sum, rmp::Compression::none);
+          else w.allreduce(d.data(), out.data(), 32, Op::sum);
+        },
+        Errc::invalid_argument, {"allreduce", "ranks disagree on the compression"},
+        "knob fp16 against explicit none");
+  }
+  // Agreeing forms: explicit fp16 against the knob's (or none against none without it).
+  if (odd)
+    w.allreduce(d.data(), out.data(), 32, Op::sum,
+                fp16 ? rmp::Compression::fp16 : rmp::Compression::none);
+  else w.allreduce(d.data(), out.data(), 32, Op::sum);
+  EXPECT_NEAR(out[0], 0.5 * size(), 0.01 * size());
+  still_usable();
+}
+
 TEST(CollCheck, DifferentCollectives_InvalidArgumentNamingBoth) {
   const rmp::Comm& w = rmp::world();
   std::vector<int> v(4, 1), out(4);
