@@ -471,8 +471,10 @@ private:
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
       const auto it = rank_of_pid_.find(pid);
-      if (it == rank_of_pid_.end()) continue;
-      on_exit(it->second, status);
+      if (it == rank_of_pid_.end()) continue;  // a helper a rank left (rlaunch is a subreaper)
+      const int r = it->second;
+      rank_of_pid_.erase(it);  // the pid may be reused, by a helper that ends later
+      on_exit(r, status);
     }
   }
 
@@ -566,27 +568,45 @@ private:
   // group once the output had drained) run on: the job is over, so they get SIGTERM, and
   // SIGKILL after kTermGrace, as a batch system's step ends every process of the step. One
   // line on stderr says so; the job's status is the ranks'. (A helper that left the rank's
-  // group, setsid or nohup into another session, is its owner's to manage.)
+  // group, setsid or nohup into another session, is its owner's to manage.) rlaunch does not
+  // read its signals meanwhile: at most kTermGrace, with every rank gone.
   void stop_leftovers() {
+    // Helpers that are just ending (their pipes closed a moment before they exit) are not
+    // leftovers: reap for a short while first.
+    std::vector<int> left = leftover_groups();
+    for (auto until = Clock::now() + kLeftoverGrace; !left.empty() && Clock::now() < until;
+         left = leftover_groups())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (left.empty()) return;
     std::string who;
-    for (std::size_t r = 0; r < ranks_.size(); ++r)
-      if (ranks_[r].pid > 0 && ::kill(-ranks_[r].pid, 0) == 0)
-        who += (who.empty() ? "" : ", ") + std::to_string(r);
-    if (who.empty()) return;
+    for (int r : left) who += (who.empty() ? "" : ", ") + std::to_string(r);
     say("processes started by rank(s) " + who +
         " still running after the job ended; sending SIGTERM");
-    signal_job(SIGTERM);
-    const auto until = Clock::now() + kTermGrace;
-    const auto left = [this] {
-      for (const Rank& rank : ranks_)
-        if (rank.pid > 0 && ::kill(-rank.pid, 0) == 0) return true;
-      return false;
+    const auto signal_left = [&](int sig) {
+      for (int r : left) ::kill(-ranks_[static_cast<std::size_t>(r)].pid, sig);
     };
-    while (left() && Clock::now() < until) {
-      reap();  // they are ours to reap (a child subreaper, see run())
+    signal_left(SIGTERM);
+    for (auto until = Clock::now() + kTermGrace; !left.empty() && Clock::now() < until;
+         left = leftover_groups())
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    signal_left(SIGKILL);
+  }
+
+  // The ranks whose process groups still hold a running process of the job's, after reaping
+  // what has ended. A group counts only while rlaunch has a child in it (the helpers are its
+  // children, as a subreaper): a group id the system reused for someone else's processes
+  // once the job's left it is never signalled.
+  std::vector<int> leftover_groups() {
+    reap();
+    std::vector<int> left;
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      const pid_t group = ranks_[r].pid;
+      if (group <= 0 || ::kill(-group, 0) != 0) continue;
+      siginfo_t info{};
+      if (::waitid(P_PGID, static_cast<id_t>(group), &info, WEXITED | WNOHANG | WNOWAIT) == 0)
+        left.push_back(static_cast<int>(r));
     }
-    if (left()) signal_job(SIGKILL);
+    return left;
   }
 
   void kill_remaining(const std::string& why) {

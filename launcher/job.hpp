@@ -38,6 +38,9 @@ static_assert(kNoticeGrace + kStopLimit < std::chrono::milliseconds{5000});
 // After the last rank has exited, how long to wait for its output pipes to reach EOF (a
 // background child of a rank may hold them open forever).
 inline constexpr std::chrono::milliseconds kOutputDrain{1000};
+// After the job: how long helpers that are just ending may take before they count as left
+// running (Job::stop_leftovers).
+inline constexpr std::chrono::milliseconds kLeftoverGrace{100};
 
 // Runs the job to its end and returns rlaunch's exit status (API.md):
 //   0    every rank exited 0, and every rank that said HELLO also finalised;

@@ -334,6 +334,7 @@ otherwise that of the first rank to fail: its exit code, 128+signal, or 1 for an
 without finalize (or without init while other ranks use rmp). 124: --timeout.
 2: bad arguments. 127: PROGRAM cannot be executed.
 128+signal: rlaunch itself was interrupted (SIGINT, SIGTERM, SIGHUP) before any rank failed.
+Processes a rank leaves running in the background end with the job (SIGTERM, then SIGKILL).
 )";
 }
 

@@ -89,7 +89,7 @@ exit0_without_finalize)  # HELLO then exit 0 without finalize → 1
 
 exit0_without_init)  # exit 0 without initialising while the others did → 1, not their timeout
   for delay in 0 700; do  # before the others initialise, and after
-    run "$RLAUNCH" -n 3 "$PROBE" noinit 1 "$delay"
+    run "$RLAUNCH" -n 3 "$PROBE" noinit 1 "$delay" "$TAG"
     expect_rc 1
     expect_err "rlaunch: rank 1 (pid "
     expect_err "exited with status 0 without initialising rmp, which other ranks of the job use"
