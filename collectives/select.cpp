@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/exchange.hpp"
@@ -196,21 +198,70 @@ consteval bool formulas_match_names() {
   return true;
 }
 static_assert(kCollCount == rt::kCollectiveCount && formulas_match_names());
-// The enums of select.hpp against the names: each enum's last algorithm is the last name.
+// The enums of select.hpp against the names, value by value (and no name left over): an enum
+// out of step would force another algorithm than the one named.
 template <class Algo>
-consteval bool last_is(Coll k, Algo last, std::string_view name) {
+consteval bool names_are(Coll k, std::initializer_list<std::pair<Algo, std::string_view>> list) {
   const auto names = rt::kCollAlgorithms[static_cast<std::size_t>(k)].algos;
-  return names.size() == static_cast<std::size_t>(last) + 1 && names.back() == name;
+  if (names.size() != list.size()) return false;
+  for (const auto& [algo, name] : list)
+    if (static_cast<std::size_t>(algo) >= names.size() ||
+        names[static_cast<std::size_t>(algo)] != name)
+      return false;
+  return true;
 }
-static_assert(last_is(Coll::barrier, BarrierAlgo::shm, "shm"));
-static_assert(last_is(Coll::bcast, BcastAlgo::shm_direct, "shm_direct"));
-static_assert(last_is(Coll::reduce, ReduceAlgo::shm_direct, "shm_direct"));
-static_assert(last_is(Coll::allreduce, AllreduceAlgo::shm_direct, "shm_direct"));
-static_assert(last_is(Coll::gatherv, RootedAlgo::linear, "linear"));
-static_assert(last_is(Coll::allgatherv, AllgatherAlgo::shm_direct, "shm_direct"));
-static_assert(last_is(Coll::alltoall, AlltoallAlgo::shm_direct, "shm_direct"));
-static_assert(last_is(Coll::reduce_scatter_block, ReduceScatterAlgo::shm, "shm"));
-static_assert(last_is(Coll::exscan, ScanAlgo::chain, "chain"));
+using BA = BarrierAlgo;
+using BC = BcastAlgo;
+using RE = ReduceAlgo;
+using AR = AllreduceAlgo;
+using RO = RootedAlgo;
+using AG = AllgatherAlgo;
+using AA = AlltoallAlgo;
+using RS = ReduceScatterAlgo;
+using SC = ScanAlgo;
+static_assert(names_are<BA>(Coll::barrier,
+                            {{BA::dissemination, "dissemination"}, {BA::shm, "shm"}}));
+static_assert(names_are<BC>(Coll::bcast, {{BC::binomial, "binomial"},
+                                          {BC::scatter_allgather, "scatter_allgather"},
+                                          {BC::pipeline, "pipeline"},
+                                          {BC::shm, "shm"},
+                                          {BC::shm_direct, "shm_direct"}}));
+static_assert(names_are<RE>(Coll::reduce, {{RE::binomial, "binomial"},
+                                           {RE::rabenseifner, "rabenseifner"},
+                                           {RE::shm, "shm"},
+                                           {RE::shm_direct, "shm_direct"}}));
+static_assert(names_are<AR>(Coll::allreduce, {{AR::recursive_doubling, "recursive_doubling"},
+                                              {AR::rabenseifner, "rabenseifner"},
+                                              {AR::ring, "ring"},
+                                              {AR::shm, "shm"},
+                                              {AR::shm_direct, "shm_direct"}}));
+static_assert(names_are<AG>(Coll::allgather, {{AG::recursive_doubling, "recursive_doubling"},
+                                              {AG::bruck, "bruck"},
+                                              {AG::ring, "ring"},
+                                              {AG::shm, "shm"},
+                                              {AG::shm_direct, "shm_direct"}}));
+static_assert(names_are<AA>(Coll::alltoall, {{AA::pairwise, "pairwise"},
+                                             {AA::bruck, "bruck"},
+                                             {AA::shm, "shm"},
+                                             {AA::shm_direct, "shm_direct"}}));
+static_assert(names_are<AA>(Coll::alltoallv, {{AA::pairwise, "pairwise"}, {AA::bruck, "bruck"}}));
+static_assert(names_are<RS>(Coll::reduce_scatter, {{RS::recursive_halving, "recursive_halving"},
+                                                   {RS::ring, "ring"},
+                                                   {RS::shm, "shm"}}));
+static_assert(names_are<SC>(Coll::scan, {{SC::recursive_doubling, "recursive_doubling"},
+                                         {SC::chain, "chain"}}));
+// The collectives that share a list with the ones above.
+consteval bool same_names(Coll a, Coll b) {
+  const auto x = rt::kCollAlgorithms[static_cast<std::size_t>(a)].algos;
+  const auto y = rt::kCollAlgorithms[static_cast<std::size_t>(b)].algos;
+  return x.data() == y.data() && x.size() == y.size();
+}
+static_assert(names_are<RO>(Coll::gather, {{RO::binomial, "binomial"}, {RO::linear, "linear"}}));
+static_assert(same_names(Coll::gather, Coll::gatherv) && same_names(Coll::gather, Coll::scatter) &&
+              same_names(Coll::gather, Coll::scatterv) &&
+              same_names(Coll::allgather, Coll::allgatherv) &&
+              same_names(Coll::reduce_scatter, Coll::reduce_scatter_block) &&
+              same_names(Coll::scan, Coll::exscan));
 static_assert(rt::kCollAlgorithms[static_cast<std::size_t>(Coll::exscan)].name == "exscan");
 
 const Entry& entry(Coll k) { return kTable[static_cast<std::size_t>(k)]; }

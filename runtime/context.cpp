@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -25,42 +26,58 @@ Context* g_default = nullptr;
 
 constexpr auto kAddressTimeout = std::chrono::seconds(120);
 
-// Rank 0's values that shape a collective (Context::coll_params), as text.
+// Rank 0's values that shape a collective (Context::coll_params, coll_algos, coll_check), as
+// a line of unsigned integers (the doubles by their bits: text in the locale's own notation
+// would not parse in a rank that changed its locale).
 constexpr std::string_view kCollParamsKey = "coll-params";
 
+std::uint64_t bits_of(double d) { return std::bit_cast<std::uint64_t>(d); }
+
 std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& algos, bool check) {
-  char buf[512];
-  int n = std::snprintf(buf, sizeof buf, "%zu %zu %zu %a %a %a %d %d", p.fragment_size,
-                        p.pipeline_depth, p.eager_threshold, p.link_bw, p.link_rtt_us, p.copy_bw,
-                        static_cast<int>(p.allreduce_compress), check ? 1 : 0);
-  for (signed char a : algos)
-    n += std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), " %d", a);
-  const auto* b = reinterpret_cast<const std::byte*>(buf);
-  return {b, b + std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)};
+  std::vector<std::uint64_t> v = {p.fragment_size,
+                                  p.pipeline_depth,
+                                  p.eager_threshold,
+                                  bits_of(p.link_bw),
+                                  bits_of(p.link_rtt_us),
+                                  bits_of(p.copy_bw),
+                                  static_cast<std::uint64_t>(p.allreduce_compress),
+                                  check ? 1u : 0u};
+  for (signed char a : algos) v.push_back(static_cast<std::uint64_t>(a + 1));  // 0 = not forced
+  std::string text;
+  for (std::uint64_t x : v) text += (text.empty() ? "" : " ") + std::to_string(x);
+  const auto* b = reinterpret_cast<const std::byte*>(text.data());
+  return {b, b + text.size()};
 }
 
-void decode_coll_params(const std::vector<std::byte>& v, Params& p, ForcedAlgos& algos,
+void decode_coll_params(const std::vector<std::byte>& bytes, Params& p, ForcedAlgos& algos,
                         bool& check) {
-  const std::string text(reinterpret_cast<const char*>(v.data()), v.size());
-  const auto malformed = [&] {
-    return Error(Errc::internal,
-                 "bootstrap: rank 0's collective parameters are malformed: '" + text + "'");
-  };
-  int compress = 0, checked = 0, used = 0;
-  if (std::sscanf(text.c_str(), "%zu %zu %zu %la %la %la %d %d%n", &p.fragment_size,
-                  &p.pipeline_depth, &p.eager_threshold, &p.link_bw, &p.link_rtt_us, &p.copy_bw,
-                  &compress, &checked, &used) != 8)
-    throw malformed();
-  p.allreduce_compress = static_cast<Compression>(compress);
-  check = checked != 0;
-  for (std::size_t k = 0; k < algos.size(); ++k) {
-    int a = 0, n = 0;
-    if (std::sscanf(text.c_str() + used, " %d%n", &a, &n) != 1 || a < -1 ||
-        a >= static_cast<int>(kCollAlgorithms[k].algos.size()))
-      throw malformed();
-    algos[k] = static_cast<signed char>(a);
-    used += n;
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::vector<std::uint64_t> v;
+  for (const char* at = text.data(); at != text.data() + text.size();) {
+    std::uint64_t x = 0;
+    const auto [end, ec] = std::from_chars(at, text.data() + text.size(), x);
+    if (ec != std::errc()) break;
+    v.push_back(x);
+    at = end;
+    if (at != text.data() + text.size() && *at++ != ' ') break;
   }
+  bool ok = v.size() == 8 + algos.size() && v[6] <= static_cast<std::uint64_t>(Compression::bf16) &&
+            v[7] <= 1;
+  for (std::size_t k = 0; ok && k < algos.size(); ++k)
+    ok = v[8 + k] <= kCollAlgorithms[k].algos.size();
+  if (!ok)
+    throw Error(Errc::internal,
+                "bootstrap: rank 0's collective parameters are malformed: '" + text + "'");
+  p.fragment_size = v[0];
+  p.pipeline_depth = v[1];
+  p.eager_threshold = v[2];
+  p.link_bw = std::bit_cast<double>(v[3]);
+  p.link_rtt_us = std::bit_cast<double>(v[4]);
+  p.copy_bw = std::bit_cast<double>(v[5]);
+  p.allreduce_compress = static_cast<Compression>(v[6]);
+  check = v[7] != 0;
+  for (std::size_t k = 0; k < algos.size(); ++k)
+    algos[k] = static_cast<signed char>(static_cast<int>(v[8 + k]) - 1);
 }
 
 // Address record published through bootstrap: a list of (transport id, length, bytes).
