@@ -96,6 +96,16 @@ std::size_t layout_extent(const char* call, std::span<const std::size_t> counts,
   return end;
 }
 
+// allgather, alltoall: one block of count elements per rank, in and out; the block's bytes.
+std::size_t check_blocks(const detail::CommImpl& c, const char* call, const void* in, bool inplace,
+                         const void* out, std::size_t count, std::size_t esize) {
+  const std::size_t bytes = checked_bytes(call, "count", count, esize);
+  checked_total(call, count, c.size(), esize);
+  if (!inplace) check_buffer(call, "in", in, count);
+  check_buffer(call, "out", out, count);
+  return bytes;
+}
+
 // gatherv, scatterv on every rank: the root, this rank's count and its own buffer.
 void check_rooted_v(const detail::CommImpl& c, const char* call, const char* arg, const void* buf,
                     std::size_t count, std::size_t esize, int root) {
@@ -375,13 +385,7 @@ void Comm::allgather_(const void* in, bool inplace, std::size_t count, void* out
   detail::CommImpl& c = comm_of(*this, "allgather");
   const std::size_t bytes = validated(
       c, "allgather", Coll::allgather,
-      [&] {
-        const std::size_t b = checked_bytes("allgather", "count", count, esize);
-        checked_total("allgather", count, c.size(), esize);
-        if (!inplace) check_buffer("allgather", "in", in, count);
-        check_buffer("allgather", "out", out, count);
-        return b;
-      },
+      [&] { return check_blocks(c, "allgather", in, inplace, out, count, esize); },
       [&] { return CallRecord{.count = count, .esize = esize}; });
   coll::allgather(c, inplace ? nullptr : in, out, bytes);
 }
@@ -391,13 +395,7 @@ void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out,
   detail::CommImpl& c = comm_of(*this, "alltoall");
   const std::size_t bytes = validated(
       c, "alltoall", Coll::alltoall,
-      [&] {
-        const std::size_t b = checked_bytes("alltoall", "count", count, esize);
-        checked_total("alltoall", count, c.size(), esize);
-        if (!inplace) check_buffer("alltoall", "in", in, count);
-        check_buffer("alltoall", "out", out, count);
-        return b;
-      },
+      [&] { return check_blocks(c, "alltoall", in, inplace, out, count, esize); },
       [&] { return CallRecord{.count = count, .esize = esize}; });
   coll::alltoall(c, inplace ? nullptr : in, out, bytes);
 }
