@@ -514,6 +514,7 @@ private:
   void on_launcher_signal(int sig) {
     if (running_ == 0) {
       drain_until_ = Clock::now();  // the job is over; stop waiting for stray output
+      interrupted_after_ = true;    // and for leftover helpers (stop_leftovers)
       return;
     }
     if (stop_started_) {
@@ -568,8 +569,8 @@ private:
   // group once the output had drained) run on: the job is over, so they get SIGTERM, and
   // SIGKILL after kTermGrace, as a batch system's step ends every process of the step. One
   // line on stderr says so; the job's status is the ranks'. (A helper that left the rank's
-  // group, setsid or nohup into another session, is its owner's to manage.) rlaunch does not
-  // read its signals meanwhile: at most kTermGrace, with every rank gone.
+  // group, setsid or nohup into another session, is its owner's to manage.) SIGINT or SIGTERM
+  // to rlaunch meanwhile sends SIGKILL at once.
   void stop_leftovers() {
     // Helpers that are just ending (their pipes closed a moment before they exit) are not
     // leftovers: reap for a short while first.
@@ -586,10 +587,16 @@ private:
       for (int r : left) ::kill(-ranks_[static_cast<std::size_t>(r)].pid, sig);
     };
     signal_left(SIGTERM);
-    for (auto until = Clock::now() + kTermGrace; !left.empty() && Clock::now() < until;
-         left = leftover_groups())
+    for (auto until = Clock::now() + kTermGrace;
+         !left.empty() && Clock::now() < until && !interrupted_after_; left = leftover_groups()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      on_signals();
+    }
+    if (left.empty()) return;
     signal_left(SIGKILL);
+    // Reap what SIGKILL ended (briefly: a process stuck in the kernel is left to init).
+    for (int i = 0; i < 20 && !leftover_groups().empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
   // The ranks whose process groups still hold a running process of the job's, after reaping
@@ -682,6 +689,7 @@ private:
   std::unordered_map<int, std::unique_ptr<OutputPipe>> outputs_;  // by fd
   int running_ = 0;
   bool any_hello_ = false;  // some rank initialised rmp
+  bool interrupted_after_ = false;  // rlaunch caught SIGINT/SIGTERM/SIGHUP after every rank exited
   // The first rank that ended (status 0) without initialising rmp, before any rank did: what
   // to say when one does.
   std::string left_uninitialised_;
