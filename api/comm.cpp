@@ -186,6 +186,18 @@ void Comm::send_(const void* buf, std::size_t count, std::size_t esize, Type, in
   check_tag(call, "tag", tag, false);
   const std::size_t bytes = checked_bytes(call, "count", count, esize);
   check_buffer(call, "buf", buf, count);
+  if (dest == c.rank() && c.engine().self_send_would_block(c, Channel::user, bytes, tag, sync))
+      [[unlikely]]
+    throw Error(Errc::invalid_argument,
+                std::string(call) + ": a blocking " + (sync ? "synchronous " : "") + "send of " +
+                    std::to_string(bytes) + " bytes to this rank itself (dest " +
+                    std::to_string(dest) + ", tag " + std::to_string(tag) +
+                    ") would wait forever: it " +
+                    (sync ? "completes"
+                          : "is too large to buffer (or the eager credit is spent) "
+                            "and completes") +
+                    " only once a matching receive is posted, none is, and none can be while it "
+                    "blocks (post the receive first with irecv, or use isend)");
   if (sync)
     c.engine().wait(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, true));
   else

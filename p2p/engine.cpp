@@ -295,6 +295,17 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   return r;
 }
 
+bool Engine::self_send_would_block(const CommImpl& comm, p2p::Channel ch, std::size_t bytes,
+                                   int tag, bool sync) {
+  Lock g(*this);
+  const Peer& p = peer(self_);
+  // isend's choice for self (the tuner leaves self-sends alone): buffered when eager within
+  // the credit, and not synchronous.
+  const bool buffered = !sync && bytes <= std::max(inline_threshold_, eager_threshold_) &&
+                        p.credits >= credit_charge(bytes);
+  return !buffered && !queues(comm.context(ch)).find_posted(comm.rank(), tag);
+}
+
 void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
                   int dest, int tag) {
   Lock g(*this);

@@ -122,6 +122,12 @@ public:
                       int dest, int tag, bool sync);
   RequestState* irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes,
                       int src, int tag);
+  // Whether a blocking send from this rank to itself (dest = comm.rank()) would wait forever:
+  // one that is not buffered (rendezvous, or synchronous) completes only once a matching
+  // receive is posted, and while it blocks no other call can post one (thread levels up to
+  // serialized; a progress thread posts no receives). True when none is posted yet.
+  bool self_send_would_block(const CommImpl& comm, p2p::Channel ch, std::size_t bytes, int tag,
+                             bool sync);
   // Blocking standard send: an eager message that fits the transport now leaves without a
   // request; anything else is isend + wait.
   void send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes, int dest,

@@ -457,6 +457,38 @@ TEST(Self, AllProtocolSizes_IsendThenRecv) {
   }
 }
 
+// A blocking send to one's own rank that cannot be buffered, with no receive posted, would
+// wait forever (no other call can post the receive meanwhile): it throws, naming the call,
+// the size and the way out, and leaves nothing behind. Buffered ones (eager within the credit)
+// still complete without a receive. Then the same with the receive posted: it completes.
+TEST(Self, BlockingSendThatCouldNeverComplete_InvalidArgument) {
+  const int r = rank();
+  const rmp::Comm& w = rmp::world();
+  const std::size_t buffered = std::max(knobs().inline_threshold, knobs().eager_threshold);
+  const std::size_t big = buffered + 1;  // rendezvous in every variant
+  std::vector<char> msg(big, 'x'), buf(big);
+  expect_error([&] { w.send(msg.data(), big, r, 820); }, rmp::Errc::invalid_argument,
+               {"send", "to this rank itself", std::to_string(big) + " bytes", "would wait forever",
+                "irecv"},
+               "blocking rendezvous send to self");
+  expect_error([&] { w.ssend(msg.data(), 1, r, 821); }, rmp::Errc::invalid_argument,
+               {"ssend", "synchronous", "would wait forever"}, "ssend to self");
+  // Nothing was sent: a probe finds no message.
+  EXPECT_FALSE(w.iprobe(r, rmp::any_tag).has_value());
+  // Posted first, both complete.
+  rmp::Request rq = w.irecv(buf.data(), big, r, 820);
+  w.send(msg.data(), big, r, 820);
+  EXPECT_EQ(rq.wait().bytes, big);
+  rq = w.irecv(buf.data(), 1, rmp::any_source, rmp::any_tag);
+  w.ssend(msg.data(), 1, r, 821);
+  EXPECT_EQ(rq.wait().tag, 821);
+  // A buffered one needs no receive (when eager sends exist in this variant).
+  if (buffered > 0) {
+    w.send(msg.data(), 1, r, 822);
+    EXPECT_EQ(w.recv(buf.data(), 1, r, 822).bytes, 1u);
+  }
+}
+
 // sendrecv with one's own rank as both destination and source, at every protocol size.
 TEST(Self, SendrecvWithSelf_AllProtocolSizes) {
   const int r = rank();
