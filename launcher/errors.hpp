@@ -14,6 +14,13 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// A value the ranks would refuse (an RMP_ variable, a --param value): the message names the
+// setting and its allowed values, so no usage hint follows it. Exit status 2 as for usage.
+class SettingsError : public UsageError {
+public:
+  using UsageError::UsageError;
+};
+
 // A failed system call: what() names the call, what was attempted and the errno text.
 class SystemError : public std::runtime_error {
 public:

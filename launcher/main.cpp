@@ -94,7 +94,7 @@ void check_rank_settings(const LaunchOptions& options, const JobSpec& spec) {
     (void)rmp::rt::resolve_env_settings(in);
     (void)rmp::rt::resolve_params(in);
   } catch (const rmp::Error& e) {
-    throw UsageError(e.what());
+    throw SettingsError(e.what());
   }
 }
 
@@ -119,6 +119,9 @@ int main(int argc, char** argv) {
     check_rank_settings(options, spec);
     raise_fd_limit();
     return run_job(spec);
+  } catch (const SettingsError& e) {
+    std::fprintf(stderr, "rlaunch: %s\n", e.what());
+    return kExitUsage;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "rlaunch: %s\nTry 'rlaunch --help' for usage.\n", e.what());
     return kExitUsage;

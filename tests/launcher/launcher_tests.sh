@@ -247,6 +247,8 @@ bad_arguments)  # one "rlaunch: …" line, a usage hint, exit 2
     expect_err "rlaunch: $expected"
     expect_no_out "rank-started"
     [ "$(grep -c '^rlaunch: ' "$ERR")" -eq 1 ] || fail "not one error line for: $*"
+    # The line names the setting and its allowed values: no usage hint after it.
+    [ "$(wc -l <"$ERR")" -eq 1 ] || fail "more than the error line for: $* ($(cat "$ERR"))"
   }
   bad_value "--param lanes=abc: not a number (allowed 1.." -n 2 --param lanes=abc
   bad_value "--param eager_threshold=2G: out of range (allowed 0.." -n 2 --param eager_threshold=2G
