@@ -15,9 +15,10 @@
 // them to call a collective.
 //
 // What the errors name: the rank that differs and both values for the collective, root,
-// type, op, compression and counts; for count arrays, which arrays disagree (they travel as
-// weighted sums, so the entry is not known). A rank that rejected its own arguments throws
-// its own error; the others name it and its error code.
+// element type, op, compression and count; for count arrays, the rank and entry that differ
+// (gatherv, scatterv, alltoallv: found by a second exchange once the sums disagree) or
+// which ranks' arrays differ (allgatherv, reduce_scatter). A rank that rejected its own
+// arguments throws its own error; the others name it and its error code.
 #pragma once
 
 #include <cstddef>
@@ -38,16 +39,16 @@ struct CallRecord {
   std::int32_t root = -1;   // rooted collectives; -1 otherwise
   std::uint64_t count = 0;  // elements
   std::uint64_t esize = 0;  // bytes per element
-  std::int32_t type = -1;   // reductions: detail::Type; -1 where only the bytes must agree
+  std::int32_t type = -1;   // detail::Type; -1 for barrier
   std::int32_t op = -1;     // reductions: Op
   std::int32_t extra = 0;   // allreduce: Compression
   std::int32_t error = 0;   // 1 + Errc when this rank rejected its own arguments
   // Weighted sums (weights from the pair of ranks, so that one entry out of place changes
   // the sum) of count arrays, which cannot travel whole in a fixed-size record:
   //   reduce_scatter, allgatherv: this rank's counts (all ranks must hold the same);
-  //   gatherv, scatterv: the root's counts × esize, against the ranks' own count × esize;
-  //   alltoallv: sum_a the send counts × esize, sum_b the receive counts × esize, each
-  //   weighted by (sender, receiver): over all ranks the two sums are equal.
+  //   gatherv, scatterv: the root's counts, against the ranks' own counts;
+  //   alltoallv: sum_a the send counts, sum_b the receive counts, each weighted by (sender,
+  //   receiver): over all ranks the two sums are equal.
   std::uint64_t sum_a = 0, sum_b = 0;
 };
 
@@ -57,10 +58,19 @@ std::uint64_t pair_weight(int from, int to, int size);
 // Whether RMP_COLL_CHECK is on for this communicator's job.
 inline bool checking(const detail::CommImpl& c) { return c.engine().context().coll_check(); }
 
+// The count arrays a v-variant's check needs beyond the records: gatherv and scatterv the
+// root's counts (a), alltoallv scounts (a) and rcounts (b).
+struct CountArrays {
+  std::span<const std::size_t> a, b;
+};
+
 // Exchanges `mine` with the other ranks' records and, unless `mine` marks this rank's own
 // arguments rejected, judges them: throws rmp::Error naming the call, the rank that differs
-// and both values. Every rank judges the same records, so all throw alike.
-void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine);
+// and both values. Every rank judges the same records, so all throw alike. Where the count
+// arrays of gatherv, scatterv or alltoallv disagree (their weighted sums differ), a second
+// small exchange finds the rank and the entry to name.
+void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine,
+           CountArrays arrays = {});
 
 // The checked form of a collective's argument validation: runs `validate` (this rank's own
 // checks, returning what the caller needs), and when checking, `describe` (the record, built
@@ -69,7 +79,7 @@ void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine);
 // rethrows its error: the others throw too instead of waiting for it in the collective.
 template <class Validate, class Describe>
 auto validated(const detail::CommImpl& c, const char* call, coll::Coll k, Validate&& validate,
-               Describe&& describe) {
+               Describe&& describe, CountArrays arrays = {}) {
   if (!checking(c)) [[likely]]
     return validate();
   using Result = decltype(validate());
@@ -93,7 +103,7 @@ auto validated(const detail::CommImpl& c, const char* call, coll::Coll k, Valida
     throw;
   }
   mine.coll = static_cast<std::uint32_t>(k);
-  agree(c, call, mine);
+  agree(c, call, mine, arrays);
   return *result;
 }
 

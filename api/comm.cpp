@@ -52,7 +52,14 @@ void check_counts(const char* call, const char* arg, std::span<const std::size_t
                                          std::to_string(size) + " ranks");
 }
 
-// RMP_COLL_CHECK records (coll_check.hpp). A reduction's: count, element type and op.
+// RMP_COLL_CHECK records (coll_check.hpp). A data-moving collective's: count and element type
+// (and the root where there is one).
+CallRecord moving(std::size_t count, std::size_t esize, detail::Type t, int root = -1) {
+  return CallRecord{
+      .root = root, .count = count, .esize = esize, .type = static_cast<std::int32_t>(t)};
+}
+
+// A reduction's: count, element type and op.
 CallRecord reduction(std::size_t count, std::size_t esize, detail::Type t, Op op, int root = -1) {
   return CallRecord{.root = root,
                     .count = count,
@@ -73,10 +80,10 @@ std::uint64_t weighted(const detail::CommImpl& c, std::span<const std::size_t> c
 
 // gatherv, scatterv: every rank's own count; the root's also the weighted sum of its counts,
 // which the others compare with the counts the ranks pass.
-CallRecord rooted_v(const detail::CommImpl& c, std::size_t count, std::size_t esize, int root,
-                    std::span<const std::size_t> counts) {
-  CallRecord r{.root = root, .count = count, .esize = esize};
-  if (c.rank() == root) r.sum_a = weighted(c, counts, esize, root);
+CallRecord rooted_v(const detail::CommImpl& c, std::size_t count, std::size_t esize, detail::Type t,
+                    int root, std::span<const std::size_t> counts) {
+  CallRecord r{.root = root, .count = count, .esize = esize, .type = static_cast<std::int32_t>(t)};
+  if (c.rank() == root) r.sum_a = weighted(c, counts, 1, root);
   return r;
 }
 
@@ -287,7 +294,7 @@ void Comm::barrier() const {
   coll::barrier(c);
 }
 
-void Comm::bcast_(void* buf, std::size_t count, std::size_t esize, Type, int root) const {
+void Comm::bcast_(void* buf, std::size_t count, std::size_t esize, Type t, int root) const {
   detail::CommImpl& c = comm_of(*this, "bcast");
   const std::size_t bytes = validated(
       c, "bcast", Coll::bcast,
@@ -297,7 +304,7 @@ void Comm::bcast_(void* buf, std::size_t count, std::size_t esize, Type, int roo
         check_buffer("bcast", "buf", buf, count);
         return b;
       },
-      [&] { return CallRecord{.root = root, .count = count, .esize = esize}; });
+      [&] { return moving(count, esize, t, root); });
   coll::bcast(c, buf, bytes, root);
 }
 
@@ -355,8 +362,8 @@ void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count
   coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op, comp);
 }
 
-void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out,
-                   std::size_t esize, Type, int root) const {
+void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
+                   Type t, int root) const {
   detail::CommImpl& c = comm_of(*this, "gather");
   const std::size_t bytes = validated(
       c, "gather", Coll::gather,
@@ -371,11 +378,11 @@ void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out,
         if (at_root) check_buffer("gather", "out", out, count);
         return b;
       },
-      [&] { return CallRecord{.root = root, .count = count, .esize = esize}; });
+      [&] { return moving(count, esize, t, root); });
   coll::gather(c, inplace ? nullptr : in, out, bytes, root);
 }
 
-void Comm::scatter_(const void* in, std::size_t count, void* out, std::size_t esize, Type,
+void Comm::scatter_(const void* in, std::size_t count, void* out, std::size_t esize, Type t,
                     int root) const {
   detail::CommImpl& c = comm_of(*this, "scatter");
   const std::size_t bytes = validated(
@@ -388,27 +395,27 @@ void Comm::scatter_(const void* in, std::size_t count, void* out, std::size_t es
         check_buffer("scatter", "out", out, count);
         return b;
       },
-      [&] { return CallRecord{.root = root, .count = count, .esize = esize}; });
+      [&] { return moving(count, esize, t, root); });
   coll::scatter(c, in, out, bytes, root);
 }
 
-void Comm::allgather_(const void* in, bool inplace, std::size_t count, void* out,
-                      std::size_t esize, Type) const {
+void Comm::allgather_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
+                      Type t) const {
   detail::CommImpl& c = comm_of(*this, "allgather");
   const std::size_t bytes = validated(
       c, "allgather", Coll::allgather,
       [&] { return check_blocks(c, "allgather", in, inplace, out, count, esize); },
-      [&] { return CallRecord{.count = count, .esize = esize}; });
+      [&] { return moving(count, esize, t); });
   coll::allgather(c, inplace ? nullptr : in, out, bytes);
 }
 
-void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out,
-                     std::size_t esize, Type) const {
+void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
+                     Type t) const {
   detail::CommImpl& c = comm_of(*this, "alltoall");
   const std::size_t bytes = validated(
       c, "alltoall", Coll::alltoall,
       [&] { return check_blocks(c, "alltoall", in, inplace, out, count, esize); },
-      [&] { return CallRecord{.count = count, .esize = esize}; });
+      [&] { return moving(count, esize, t); });
   coll::alltoall(c, inplace ? nullptr : in, out, bytes);
 }
 
@@ -447,7 +454,7 @@ void Comm::scan_(const void* in, bool inplace, void* out, std::size_t count, std
 }
 
 void Comm::gatherv_(const void* in, std::size_t count, void* out, sizes counts, sizes displs,
-                    std::size_t esize, Type, int root) const {
+                    std::size_t esize, Type t, int root) const {
   detail::CommImpl& c = comm_of(*this, "gatherv");
   validated(
       c, "gatherv", Coll::gatherv,
@@ -457,12 +464,12 @@ void Comm::gatherv_(const void* in, std::size_t count, void* out, sizes counts, 
           check_root_layout(c, "gatherv", "out", out, count, counts, displs, esize);
         return 0;
       },
-      [&] { return rooted_v(c, count, esize, root, counts); });
+      [&] { return rooted_v(c, count, esize, t, root, counts); }, {counts, {}});
   coll::gatherv(c, in, count, out, counts, displs, esize, root);
 }
 
 void Comm::scatterv_(const void* in, sizes counts, sizes displs, void* out, std::size_t count,
-                     std::size_t esize, Type, int root) const {
+                     std::size_t esize, Type t, int root) const {
   detail::CommImpl& c = comm_of(*this, "scatterv");
   validated(
       c, "scatterv", Coll::scatterv,
@@ -472,7 +479,7 @@ void Comm::scatterv_(const void* in, sizes counts, sizes displs, void* out, std:
           check_root_layout(c, "scatterv", "in", in, count, counts, displs, esize);
         return 0;
       },
-      [&] { return rooted_v(c, count, esize, root, counts); });
+      [&] { return rooted_v(c, count, esize, t, root, counts); }, {counts, {}});
   coll::scatterv(c, in, counts, displs, out, count, esize, root);
 }
 
@@ -505,7 +512,7 @@ void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts
 }
 
 void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
-                       sizes displs, std::size_t esize, Type) const {
+                       sizes displs, std::size_t esize, Type t) const {
   detail::CommImpl& c = comm_of(*this, "allgatherv");
   validated(
       c, "allgatherv", Coll::allgatherv,
@@ -524,13 +531,15 @@ void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* ou
         return 0;
       },
       [&] {
-        return CallRecord{.count = count, .esize = esize, .sum_a = weighted(c, counts, esize)};
+        CallRecord r = moving(count, esize, t);
+        r.sum_a = weighted(c, counts, 1);
+        return r;
       });
   coll::allgatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize);
 }
 
 void Comm::alltoallv_(const void* in, sizes scounts, sizes sdispls, void* out, sizes rcounts,
-                      sizes rdispls, std::size_t esize, Type) const {
+                      sizes rdispls, std::size_t esize, Type t) const {
   detail::CommImpl& c = comm_of(*this, "alltoallv");
   validated(
       c, "alltoallv", Coll::alltoallv,
@@ -549,14 +558,15 @@ void Comm::alltoallv_(const void* in, sizes scounts, sizes sdispls, void* out, s
         // Entry (sender, receiver): this rank's sends weighted as (me, q), its receives as
         // (q, me); over all ranks both sums weigh every pair once.
         const int n = c.size(), me = c.rank();
-        CallRecord r{.esize = esize};
+        CallRecord r = moving(0, esize, t);
         for (int q = 0; q < n; ++q) {
           const auto i = static_cast<std::size_t>(q);
-          r.sum_a += pair_weight(me, q, n) * scounts[i] * esize;
-          r.sum_b += pair_weight(q, me, n) * rcounts[i] * esize;
+          r.sum_a += pair_weight(me, q, n) * scounts[i];
+          r.sum_b += pair_weight(q, me, n) * rcounts[i];
         }
         return r;
-      });
+      },
+      {scounts, rcounts});
   coll::alltoallv(c, in, scounts, sdispls, out, rcounts, rdispls, esize);
 }
 

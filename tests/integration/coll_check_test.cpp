@@ -4,6 +4,7 @@
 // the collective suite's `collcheck` variant.)
 #include "harness.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -34,8 +35,10 @@ TEST(CollCheck, BcastCountsDiffer_InvalidCountOnEveryRank) {
     std::vector<int> v(n + 10, 7);
     const std::size_t mine = rank() == last ? n + 10 : n;  // the last rank expects more
     expect_error([&] { w.bcast(v.data(), mine, 0); }, Errc::invalid_count,
-                 {"bcast", "ranks disagree on the message size", "rank 0 (the root)",
-                  "rank " + std::to_string(last), "RMP_COLL_CHECK"},
+                 {"bcast",
+                  "ranks disagree on the count: rank 0 (the root) passed " + std::to_string(n) +
+                      ", rank " + std::to_string(last) + " " + std::to_string(n + 10),
+                  "RMP_COLL_CHECK"},
                  "bcast " + std::to_string(n));
     still_usable();
   }
@@ -103,6 +106,32 @@ TEST(CollCheck, CompressionKnobAgainstExplicitArgument) {
   still_usable();
 }
 
+// The element types must match (MPI: type signatures) wherever there are elements, also when
+// the bytes do: 4 doubles against 4 int64, 8 int32 against 4 int64.
+TEST(CollCheck, ElementTypesDiffer_InvalidArgument) {
+  const rmp::Comm& w = rmp::world();
+  const bool last = rank() == size() - 1;
+  std::vector<double> d(4 * size(), 1.0);
+  std::vector<std::int64_t> l(4 * size(), 1);
+  std::vector<std::int32_t> i(8 * size(), 1), iout(8 * size());
+  std::vector<std::int64_t> lout(4 * size());
+  expect_error(
+      [&] {
+        if (last) w.bcast(d.data(), 4, 0);
+        else w.bcast(l.data(), 4, 0);
+      },
+      Errc::invalid_argument, {"bcast", "ranks disagree on the element type", "int64", "double"},
+      "bcast double against int64");
+  expect_error(
+      [&] {
+        if (last) w.allgather(i.data(), 8, iout.data());
+        else w.allgather(l.data(), 4, lout.data());
+      },
+      Errc::invalid_argument, {"allgather", "ranks disagree on the element type"},
+      "allgather int32 against int64");
+  still_usable();
+}
+
 TEST(CollCheck, DifferentCollectives_InvalidArgumentNamingBoth) {
   const rmp::Comm& w = rmp::world();
   std::vector<int> v(4, 1), out(4);
@@ -151,10 +180,13 @@ TEST(CollCheck, GathervCountsDiffer_InvalidCount) {
   // The last rank sends one element more than the root expects from it.
   const std::size_t mine = counts[rank()] + (rank() == n - 1 ? 1 : 0);
   std::vector<int> in(mine, rank());
+  const std::string which = "rank " + std::to_string(n - 1) + " passed count " +
+                            std::to_string(n + 1) + ", the root's counts[" + std::to_string(n - 1) +
+                            "] is " + std::to_string(n);
   expect_error([&] { w.gatherv(in.data(), mine, out.data(), counts, displs, 0); },
-               Errc::invalid_count, {"gatherv", "the root's 'counts' do not match"}, "gatherv");
+               Errc::invalid_count, {"gatherv", which}, "gatherv");
   expect_error([&] { w.scatterv(out.data(), counts, displs, in.data(), mine, 0); },
-               Errc::invalid_count, {"scatterv", "the root's 'counts' do not match"}, "scatterv");
+               Errc::invalid_count, {"scatterv", which}, "scatterv");
   still_usable();
 }
 
@@ -166,7 +198,9 @@ TEST(CollCheck, AlltoallvCountsDiffer_InvalidCount) {
   if (rank() == 0) sc[n - 1] = 3;  // rank n-1 expects 2 from rank 0
   std::vector<int> in(3 * n, rank()), out(3 * n);
   expect_error([&] { w.alltoallv(in.data(), sc, sd, out.data(), rc, rd); }, Errc::invalid_count,
-               {"alltoallv", "'scounts'", "'rcounts'"}, "alltoallv");
+               {"alltoallv", "rank 0's scounts[" + std::to_string(n - 1) + "] is 3, rank " +
+                                 std::to_string(n - 1) + "'s rcounts[0] is 2"},
+               "alltoallv");
   still_usable();
 }
 
