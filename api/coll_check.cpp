@@ -40,8 +40,6 @@ const char* errc_text(std::int32_t e) {
                         "collective with matching arguments)");
 }
 
-// Bytes of count elements of esize (each rank checked that they do not overflow).
-
 std::string type_text(std::int32_t t) { return coll::type_name(static_cast<detail::Type>(t)); }
 
 // The verdicts every rank reaches alike from the records; the count arrays of the v-variants
@@ -141,7 +139,7 @@ void judge_rooted_v(const detail::CommImpl& c, const char* call, const std::vect
 void judge_alltoallv(const detail::CommImpl& c, const char* call,
                      const std::vector<CallRecord>& all, std::span<const std::size_t> scounts,
                      std::span<const std::size_t> rcounts) {
-  const int n = c.size(), me = c.rank();
+  const int n = c.size();
   std::uint64_t sent = 0, expected = 0;
   for (const CallRecord& o : all) sent += o.sum_a, expected += o.sum_b;
   if (sent == expected) return;
@@ -149,9 +147,9 @@ void judge_alltoallv(const detail::CommImpl& c, const char* call,
   std::vector<std::uint64_t> mine(scounts.begin(),
                                   scounts.begin() + static_cast<std::ptrdiff_t>(un)),
       theirs(un);
-  coll::alltoall(c, mine.data(), theirs.data(),
-                 sizeof(std::uint64_t));  // theirs[q]: q's scounts[me]
-  std::int64_t found[3] = {-1, 0, 0};     // sender, its scounts[me], my rcounts[sender]
+  // theirs[q]: rank q's scounts for this rank.
+  coll::alltoall(c, mine.data(), theirs.data(), sizeof(std::uint64_t));
+  std::int64_t found[3] = {-1, 0, 0};  // sender, its scounts[this rank], rcounts[sender]
   for (std::size_t q = 0; q < un && found[0] < 0; ++q)
     if (theirs[q] != rcounts[q])
       found[0] = static_cast<std::int64_t>(q), found[1] = static_cast<std::int64_t>(theirs[q]),
@@ -166,7 +164,6 @@ void judge_alltoallv(const detail::CommImpl& c, const char* call,
                  std::to_string(f[1]) + ", rank " + std::to_string(r) + "'s rcounts[" +
                  std::to_string(f[0]) + "] is " + std::to_string(f[2]));
   }
-  (void)me;
   disagree(Errc::invalid_count, call,
            "the ranks' 'scounts' do not match the 'rcounts' of the ranks they send to");
 }
