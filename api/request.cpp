@@ -1,4 +1,6 @@
 // Request handles and the wait/test families.
+#include <string>
+
 #include <rmp/rmp.hpp>
 
 #include "api/state.hpp"
@@ -7,6 +9,30 @@ namespace rmp {
 
 namespace {
 detail::Engine& engine_of(detail::RequestState* s) { return *s->engine; }
+
+// A request still active when rmp was finalized: its state went with the engine, so the handle
+// is let go (never touched) and the call throws, as Comm calls do after finalize.
+[[noreturn, gnu::cold]] void throw_finalized(detail::RequestState*& state, const char* call) {
+  state = nullptr;
+  throw Error(Errc::invalid_comm,
+              std::string(call) +
+                  ": rmp is finalized; this request was still pending then and its operation "
+                  "never completed (wait for requests before the Environment ends)");
+}
+
+// Whether any request of `reqs` is active; throws (letting the active ones go) after finalize.
+bool any_active(std::span<Request> reqs, const char* call) {
+  bool any = false;
+  for (Request& r : reqs) any = any || r.active();
+  if (any && api::process().finalized) {
+    for (Request& r : reqs) r = Request();  // dropped, not released: see throw_finalized
+    throw Error(Errc::invalid_comm,
+                std::string(call) +
+                    ": rmp is finalized; requests were still pending then and their operations "
+                    "never completed (wait for requests before the Environment ends)");
+  }
+  return any;
+}
 }  // namespace
 
 Request& Request::operator=(Request&& o) noexcept {
@@ -26,6 +52,8 @@ Request::~Request() {
 
 Status Request::wait() {
   if (!state_) return Status{};
+  if (api::process().finalized) [[unlikely]]
+    throw_finalized(state_, "wait");
   detail::RequestState* s = state_;
   state_ = nullptr;  // released by wait(), even when it throws
   return engine_of(s).wait(s);
@@ -33,6 +61,8 @@ Status Request::wait() {
 
 std::optional<Status> Request::test() {
   if (!state_) return Status{};
+  if (api::process().finalized) [[unlikely]]
+    throw_finalized(state_, "test");
   detail::RequestState* s = state_;
   if (!engine_of(s).is_complete(s)) {
     engine_of(s).progress();
@@ -44,6 +74,8 @@ std::optional<Status> Request::test() {
 
 bool Request::cancel() {
   if (!state_) return false;
+  if (api::process().finalized) [[unlikely]]
+    throw_finalized(state_, "cancel");
   return engine_of(state_).cancel(state_);
 }
 
@@ -60,6 +92,7 @@ void wait_all(std::span<Request> reqs) {
 }
 
 std::size_t wait_any(std::span<Request> reqs, Status* st) {
+  if (!any_active(reqs, "wait_any")) return reqs.size();
   detail::Engine* eng = nullptr;
   for (Request& r : reqs)
     if (r.active()) eng = r.state_for_internal_use()->engine;
@@ -80,6 +113,7 @@ std::size_t wait_any(std::span<Request> reqs, Status* st) {
 }
 
 bool test_all(std::span<Request> reqs) {
+  if (!any_active(reqs, "test_all")) return true;
   detail::Engine* eng = nullptr;
   for (Request& r : reqs)
     if (r.active()) eng = r.state_for_internal_use()->engine;

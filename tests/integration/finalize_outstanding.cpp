@@ -4,11 +4,15 @@
 // Every rank sends to its right neighbour and receives from its left one (a ring; one rank:
 // itself): round 1 with the receives posted first, round 2 with odd ranks receiving 100 ms
 // late, round 3 a burst of 3 × rq_depth small messages (more than the credits) received late.
+// Then receives nothing matches, left pending at finalize: their handles, used afterwards,
+// throw invalid_comm (their state went with the engine; they used to read freed memory).
 // Exit status 0 when every rank got every message intact; rlaunch reports the first failure.
 #include "harness.hpp"
 
 #include <chrono>
 #include <cstdio>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,6 +35,8 @@ int main(int argc, char** argv) {
   using namespace itest;
   // Send buffers must outlive the Environment: detached sends read them during finalize.
   static std::vector<std::vector<std::byte>> keep;
+  std::vector<rmp::Request> pending(5);  // receives no message matches, outliving rmp
+  int unmatched = 0;
   try {
     rmp::Environment env(argc, argv);
     const rmp::Comm& w = rmp::world();
@@ -87,6 +93,7 @@ int main(int argc, char** argv) {
                 first_mismatch(buf.data(), small, seed(left, r, 1000 + i, 0x60)) == small,
             3, i, small, left);
     }
+    for (rmp::Request& p : pending) p = w.irecv(&unmatched, 1, left, 999);
     if (bad == 0 && r == 0)
       std::printf("finalize test: %d ranks, %zu detached sends per rank delivered\n", n,
                   2 * sizes.size() + burst);
@@ -95,5 +102,35 @@ int main(int argc, char** argv) {
                  std::getenv("RMP_RANK") ? std::getenv("RMP_RANK") : "?", e.what());
     return 2;
   }
+  // After finalize: every use of a request left pending throws, naming the call, and lets it go.
+  const auto expect_finalized = [&](const char* call, auto&& use, rmp::Request& req) {
+    try {
+      use();
+      std::fprintf(stderr, "[rank %d] %s after finalize did not throw\n", itest::rank(), call);
+      ++bad;
+    } catch (const rmp::Error& e) {
+      const std::string what = e.what();
+      if (e.code() != rmp::Errc::invalid_comm ||
+          what.find(std::string(call) + ": rmp is finalized") == std::string::npos) {
+        std::fprintf(stderr, "[rank %d] %s after finalize: %s\n", itest::rank(), call, e.what());
+        ++bad;
+      }
+    }
+    if (req.active()) {
+      std::fprintf(stderr, "[rank %d] %s after finalize left the request active\n", itest::rank(),
+                   call);
+      ++bad;
+    }
+  };
+  expect_finalized(
+      "wait", [&] { pending[0].wait(); }, pending[0]);
+  expect_finalized(
+      "test", [&] { (void)pending[1].test(); }, pending[1]);
+  expect_finalized(
+      "cancel", [&] { (void)pending[2].cancel(); }, pending[2]);
+  expect_finalized(
+      "wait_any", [&] { (void)rmp::wait_any(std::span(pending).subspan(3, 1)); }, pending[3]);
+  expect_finalized(
+      "test_all", [&] { (void)rmp::test_all(std::span(pending).subspan(4, 1)); }, pending[4]);
   return bad == 0 ? 0 : 1;
 }
