@@ -148,7 +148,8 @@ Comm::Comm(std::shared_ptr<detail::CommImpl> impl) : impl_(std::move(impl)) {}
 
 int Comm::rank() const { return comm_of(*this, "rank").rank(); }
 int Comm::size() const { return comm_of(*this, "size").size(); }
-bool Comm::valid() const { return impl_ != nullptr; }
+// A handle kept past finalize names no usable communicator any more (every call on it throws).
+bool Comm::valid() const { return impl_ != nullptr && !api::process().finalized; }
 
 Comm Comm::dup() const {
   detail::CommImpl& c = comm_of(*this, "dup");

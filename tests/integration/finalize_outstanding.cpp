@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   // Send buffers must outlive the Environment: detached sends read them during finalize.
   static std::vector<std::vector<std::byte>> keep;
   std::vector<rmp::Request> pending(5);  // receives no message matches, outliving rmp
+  rmp::Comm kept;                        // a communicator handle outliving rmp
   int unmatched = 0;
   try {
     rmp::Environment env(argc, argv);
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
             3, i, small, left);
     }
     for (rmp::Request& p : pending) p = w.irecv(&unmatched, 1, left, 999);
+    kept = w.dup();
     if (bad == 0 && r == 0)
       std::printf("finalize test: %d ranks, %zu detached sends per rank delivered\n", n,
                   2 * sizes.size() + burst);
@@ -132,5 +134,9 @@ int main(int argc, char** argv) {
       "wait_any", [&] { (void)rmp::wait_any(std::span(pending).subspan(3, 1)); }, pending[3]);
   expect_finalized(
       "test_all", [&] { (void)rmp::test_all(std::span(pending).subspan(4, 1)); }, pending[4]);
+  if (kept.valid()) {
+    std::fprintf(stderr, "[rank %d] a Comm kept past finalize still says valid()\n", itest::rank());
+    ++bad;
+  }
   return bad == 0 ? 0 : 1;
 }
