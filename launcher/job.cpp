@@ -238,10 +238,8 @@ private:
 
   std::vector<std::string> base_environment() const {
     std::vector<std::string> env;
-    std::vector<std::string_view> replaced = {
-        wire::kEnvRank,       wire::kEnvSize,  wire::kEnvLocalRank, wire::kEnvLocalSize,
-        wire::kEnvNodeId,     wire::kEnvKvs,   wire::kEnvJobToken,  wire::kEnvJobId,
-        wire::kEnvLocalCores, "RMP_CLI_PARAMS"};
+    std::vector<std::string_view> replaced(std::begin(wire::kLauncherSetVariables),
+                                           std::end(wire::kLauncherSetVariables));
     for (const auto& [name, value] : spec_.env) replaced.push_back(name);
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string_view entry(*e);

@@ -14,6 +14,7 @@
 #include "launcher/errors.hpp"
 #include "launcher/job.hpp"
 #include "launcher/options.hpp"
+#include "runtime/bootstrap/wire.hpp"
 #include "runtime/params.hpp"
 
 extern char** environ;  // POSIX; no standard C++ header declares it
@@ -60,7 +61,7 @@ JobSpec job_spec(const LaunchOptions& options) {
     std::string joined;  // "k=v;k=v", read back by the knob table (runtime/params.cpp)
     for (const auto& [key, value] : options.params)
       joined += (joined.empty() ? "" : ";") + key + "=" + value;
-    spec.env.emplace_back("RMP_CLI_PARAMS", joined);
+    spec.env.emplace_back(rmp::wire::kEnvCliParams, joined);
   }
   if (options.print_params) spec.env.emplace_back("RMP_PRINT_PARAMS", "1");
   return spec;
@@ -75,7 +76,7 @@ void check_rank_settings(const LaunchOptions& options, const JobSpec& spec) {
   rmp::rt::ParamsInput in;
   const auto add = [&in](std::string_view name, std::string_view value) {
     // rlaunch sets RMP_CLI_PARAMS itself (from --param, below as in.cli).
-    if (name.starts_with("RMP_") && name != "RMP_CLI_PARAMS")
+    if (name.starts_with("RMP_") && name != rmp::wire::kEnvCliParams)
       in.env.insert_or_assign(std::string(name), std::string(value));
   };
   for (char** e = environ; *e != nullptr; ++e) {

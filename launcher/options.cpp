@@ -58,12 +58,6 @@ constexpr FlagSpec kFlags[] = {
     {"help", 'h', false, Flag::help},
 };
 
-// Set by rlaunch for every rank; a user value would break the job.
-constexpr std::string_view kLauncherVariables[] = {
-    wire::kEnvRank,       wire::kEnvSize,  wire::kEnvLocalRank, wire::kEnvLocalSize,
-    wire::kEnvNodeId,     wire::kEnvKvs,   wire::kEnvJobToken,  wire::kEnvJobId,
-    wire::kEnvLocalCores, "RMP_CLI_PARAMS"};
-
 bool valid_variable_name(std::string_view name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -145,8 +139,8 @@ std::pair<std::string, std::string> parse_export(std::string_view text) {
     throw UsageError("-x: '" + std::string(text) +
                      "' is not VAR or VAR=VALUE with VAR a variable name");
   }
-  if (std::find(std::begin(kLauncherVariables), std::end(kLauncherVariables), name) !=
-      std::end(kLauncherVariables)) {
+  if (std::find(std::begin(wire::kLauncherSetVariables), std::end(wire::kLauncherSetVariables),
+                name) != std::end(wire::kLauncherSetVariables)) {
     throw UsageError("-x " + name + ": rlaunch sets this variable itself for every rank");
   }
   if (eq != std::string_view::npos) return {name, std::string(text.substr(eq + 1))};

@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <variant>
 
+#include "runtime/bootstrap/wire.hpp"
+
 extern char** environ;  // POSIX; not declared by any standard C++ header
 
 namespace rmp::rt {
@@ -735,15 +737,18 @@ void store(Params& p, const Field& field, double v) {
 // ---------------------------------------------------------------------------------------------
 // Variables: which RMP_ names exist
 
+// The settings read outside the knob table (resolve_env_settings, Context, the calibration);
+// the ones rlaunch sets for each rank are wire::kLauncherSetVariables.
 constexpr std::string_view kOtherVariables[] = {
-    "RMP_TRANSPORTS",      "RMP_PROFILE",      "RMP_CALIBRATE", "RMP_SHM_CMA",    "RMP_SHM_COPY",
-    "RMP_PROGRESS_THREAD", "RMP_RANK",         "RMP_SIZE",      "RMP_LOCAL_RANK", "RMP_LOCAL_SIZE",
-    "RMP_NODE_ID",         "RMP_LOCAL_CORES",  "RMP_KVS",       "RMP_JOB_TOKEN",  "RMP_JOB_ID",
-    "RMP_CLI_PARAMS",      "RMP_PRINT_PARAMS", "RMP_STATS",     "RMP_LOG",        "RMP_COLL_STORE",
-    "RMP_COLL_CHECK"};
+    "RMP_TRANSPORTS", "RMP_PROFILE",         "RMP_CALIBRATE",    "RMP_SHM_CMA",
+    "RMP_SHM_COPY",   "RMP_PROGRESS_THREAD", "RMP_PRINT_PARAMS", "RMP_STATS",
+    "RMP_LOG",        "RMP_COLL_STORE",      "RMP_COLL_CHECK"};
+
 const std::vector<std::string>& known_variables() {
   static const std::vector<std::string> known = [] {
     std::vector<std::string> v(std::begin(kOtherVariables), std::end(kOtherVariables));
+    v.insert(v.end(), std::begin(wire::kLauncherSetVariables),
+             std::end(wire::kLauncherSetVariables));
     for (const KnobDef& d : kKnobs) v.push_back(env_name(d));
     for (const CollAlgorithms& c : kCollAlgorithms) v.emplace_back(c.variable);
     return v;
@@ -939,7 +944,7 @@ ParamsInput params_input_from_environment() {
   }
   // rlaunch --param k=v reaches the ranks as RMP_CLI_PARAMS="k=v;k=v" (values never contain
   // ';'); a later duplicate wins, as a later flag does on a command line.
-  if (auto it = in.env.find("RMP_CLI_PARAMS"); it != in.env.end()) {
+  if (auto it = in.env.find(wire::kEnvCliParams); it != in.env.end()) {
     std::string_view rest = it->second;
     while (!rest.empty()) {
       const std::size_t semi = rest.find(';');

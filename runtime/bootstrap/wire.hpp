@@ -77,6 +77,14 @@ inline constexpr const char* kEnvJobToken = "RMP_JOB_TOKEN";
 // shared segments (/dev/shm/rmp-<RMP_JOB_ID>-…), which any local user can list, so it must not
 // reveal anything about the token. rlaunch removes leftover rmp-<id>-* segments at job end.
 inline constexpr const char* kEnvJobId = "RMP_JOB_ID";
+// --param values, as "key=value;..." (rlaunch sets it; the ranks read it as the command line's
+// knobs).
+inline constexpr const char* kEnvCliParams = "RMP_CLI_PARAMS";
+// Every variable above: rlaunch sets them for each rank, so a user's value would break the job
+// (rejected by -x, dropped from the inherited environment).
+inline constexpr std::string_view kLauncherSetVariables[] = {
+    kEnvRank, kEnvSize,     kEnvLocalRank, kEnvLocalSize,  kEnvNodeId,
+    kEnvKvs,  kEnvJobToken, kEnvJobId,     kEnvLocalCores, kEnvCliParams};
 inline constexpr std::string_view kKvsUnixPrefix = "unix:";
 inline constexpr std::string_view kShmPrefix = "rmp-";  // + job id + "-" + anything
 
