@@ -77,6 +77,9 @@ struct Engine::Peer {
   std::deque<Pending> control;  // acks and credit returns (no ordering with data)
   std::deque<Pending> data;     // eager and rendezvous starts, in send order
   bool listed = false;          // in pending_peers_
+
+  // Whether an eager message of `bytes` fits this peer's remaining credit.
+  bool has_credit_for(std::size_t bytes) const { return credits >= credit_charge(bytes); }
 };
 
 std::size_t Engine::eager_header_bytes() { return sizeof(EagerHeader); }
@@ -260,10 +263,9 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   if (world == self_) ++c.msgs_self;
 
   EagerHeader e{0, comm.context(ch), tag, comm.rank()};
-  const bool fits_eager = tuned_send(ch, world, bytes, sync)
-                              ? pick_protocol(*r, bytes)
-                              : bytes <= std::max(inline_threshold_, eager_threshold_);
-  if (fits_eager && p.credits >= credit_charge(bytes)) {
+  const bool fits_eager =
+      tuned_send(ch, world, bytes, sync) ? pick_protocol(*r, bytes) : eager_size(bytes);
+  if (fits_eager && p.has_credit_for(bytes)) {
     p.credits -= credit_charge(bytes);
     const bool inl = bytes <= inline_threshold_;
     count_eager(bytes, inl);
@@ -301,8 +303,7 @@ bool Engine::self_send_would_block(const CommImpl& comm, p2p::Channel ch, std::s
   const Peer& p = peer(self_);
   // isend's choice for self (the tuner leaves self-sends alone): buffered when eager within
   // the credit, and not synchronous.
-  const bool buffered = !sync && bytes <= std::max(inline_threshold_, eager_threshold_) &&
-                        p.credits >= credit_charge(bytes);
+  const bool buffered = !sync && eager_size(bytes) && p.has_credit_for(bytes);
   return !buffered && !queues(comm.context(ch)).find_posted(comm.rank(), tag);
 }
 
@@ -311,8 +312,7 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
   Lock g(*this);
   const int world = comm.world_rank(dest);
   Peer& p = peer(world);
-  if (bytes <= std::max(inline_threshold_, eager_threshold_) &&
-      p.credits >= credit_charge(bytes) && p.data.empty() && p.control.empty() &&
+  if (eager_size(bytes) && p.has_credit_for(bytes) && p.data.empty() && p.control.empty() &&
       !tuned_send(ch, world, bytes, false)) {
     const bool inl = bytes <= inline_threshold_;
     EagerHeader e{static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX)),

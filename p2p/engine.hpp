@@ -278,6 +278,10 @@ private:
     return tuner_ && ch == p2p::Channel::user && !sync && world != self_ && tuner_->tunes(bytes);
   }
   bool pick_protocol(RequestState& r, std::size_t bytes);
+  // Whether a message of `bytes` goes eager by size (the tuner aside; credit aside).
+  bool eager_size(std::size_t bytes) const {
+    return bytes <= std::max(inline_threshold_, eager_threshold_);
+  }
   void tuned_send_completed(const RequestState& r);
 
   rt::Context& ctx_;
