@@ -68,13 +68,13 @@ CallRecord reduction(std::size_t count, std::size_t esize, detail::Type t, Op op
                     .op = static_cast<std::int32_t>(op)};
 }
 
-// Σ weight(from, q) × counts[q] × esize over the communicator (mod 2^64): equal on ranks
-// holding equal counts.
+// Σ weight(from, q) × counts[q] over the communicator (mod 2^64): equal on ranks holding equal
+// counts.
 std::uint64_t weighted(const detail::CommImpl& c, std::span<const std::size_t> counts,
-                       std::size_t esize, int from = 0) {
+                       int from = 0) {
   std::uint64_t sum = 0;
   for (int q = 0; q < c.size(); ++q)
-    sum += pair_weight(from, q, c.size()) * counts[static_cast<std::size_t>(q)] * esize;
+    sum += pair_weight(from, q, c.size()) * counts[static_cast<std::size_t>(q)];
   return sum;
 }
 
@@ -83,7 +83,7 @@ std::uint64_t weighted(const detail::CommImpl& c, std::span<const std::size_t> c
 CallRecord rooted_v(const detail::CommImpl& c, std::size_t count, std::size_t esize, detail::Type t,
                     int root, std::span<const std::size_t> counts) {
   CallRecord r{.root = root, .count = count, .esize = esize, .type = static_cast<std::int32_t>(t)};
-  if (c.rank() == root) r.sum_a = weighted(c, counts, 1, root);
+  if (c.rank() == root) r.sum_a = weighted(c, counts, root);
   return r;
 }
 
@@ -506,7 +506,7 @@ void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts
       },
       [&] {
         CallRecord r = reduction(0, esize, t, op);
-        r.sum_a = weighted(c, counts, 1);
+        r.sum_a = weighted(c, counts);
         return r;
       });
   coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
@@ -533,7 +533,7 @@ void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* ou
       },
       [&] {
         CallRecord r = moving(count, esize, t);
-        r.sum_a = weighted(c, counts, 1);
+        r.sum_a = weighted(c, counts);
         return r;
       });
   coll::allgatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize);

@@ -12,12 +12,15 @@ detail::Engine& engine_of(detail::RequestState* s) { return *s->engine; }
 
 // A request still active when rmp was finalized: its state went with the engine, so the handle
 // is let go (never touched) and the call throws, as Comm calls do after finalize.
+Error finalized_error(const char* call) {
+  return Error(Errc::invalid_comm,
+               std::string(call) +
+                   ": rmp is finalized; a request was still pending then and its operation never "
+                   "completed (wait for requests before the Environment ends)");
+}
 [[noreturn, gnu::cold]] void throw_finalized(detail::RequestState*& state, const char* call) {
   state = nullptr;
-  throw Error(Errc::invalid_comm,
-              std::string(call) +
-                  ": rmp is finalized; this request was still pending then and its operation "
-                  "never completed (wait for requests before the Environment ends)");
+  throw finalized_error(call);
 }
 
 // Whether any request of `reqs` is active; throws (letting the active ones go) after finalize.
@@ -26,10 +29,7 @@ bool any_active(std::span<Request> reqs, const char* call) {
   for (Request& r : reqs) any = any || r.active();
   if (any && api::process().finalized) {
     for (Request& r : reqs) r = Request();  // dropped, not released: see throw_finalized
-    throw Error(Errc::invalid_comm,
-                std::string(call) +
-                    ": rmp is finalized; requests were still pending then and their operations "
-                    "never completed (wait for requests before the Environment ends)");
+    throw finalized_error(call);
   }
   return any;
 }
