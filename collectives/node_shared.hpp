@@ -35,7 +35,8 @@ NodeShared* node_shared(const detail::CommImpl& c);
 // rendezvous handshake waits for a switch) let one rank measure both: `decider` (the root of a
 // reduce, the rank after the root of a bcast, rank 0 of an allreduce, allgather or alltoall: a rank
 // whose call lasts until its data is in) times its calls of each path (runtime/measured_choice.hpp)
-// and tells the others its choice through a small bcast before the call. Not when RMP_<COLL>_ALGO
+// and tells the others its choice through a small bcast, once for a run of calls of a size
+// class (MeasuredChoice::choose_run). Not when RMP_<COLL>_ALGO
 // forces one.
 class PathChoice {
 public:

@@ -137,6 +137,35 @@ public:
     ++b.samples[mode];
   }
 
+  // choose() for a caller that must tell others its choice (a collective's path, announced by
+  // one rank): the mode for the next uses of `bytes` and how many of them (1 to `most`), so
+  // that it tells them once a run instead of once a use. The run is the uses choose() would
+  // give that mode while nothing is recorded: the rest of a warm-up turn or of a burst, or the
+  // held mode until the next turn to re-measure; all are counted as begun. A change of the
+  // fastest mode that records make meanwhile waits for the end of the run.
+  struct Run {
+    int mode;
+    std::uint64_t uses;
+  };
+  Run choose_run(std::size_t bytes, std::uint64_t most) {
+    const int m = choose(bytes);
+    Bucket& b = bucket(bytes);
+    std::uint64_t more = 0;
+    if (b.explore_left > 0) {
+      more = static_cast<std::uint64_t>(b.explore_left);  // the rest of a burst of m
+    } else if (b.held < 0 || m != b.held) {
+      // A warm-up turn: choose() gives m until it has started kWarmup + 1 uses of it.
+      if (b.started[m] <= kWarmup) more = kWarmup + 1 - b.started[m];
+    } else if (b.next_explore > b.uses + 1) {
+      more = b.next_explore - b.uses - 1;  // the use at next_explore takes a turn
+    }
+    more = std::min(more, std::max<std::uint64_t>(most, 1) - 1);
+    if (b.explore_left > 0) b.explore_left -= static_cast<int>(more);
+    else if (b.held < 0 || m != b.held) b.started[m] += static_cast<std::uint32_t>(more);
+    b.uses += more;
+    return {m, 1 + more};
+  }
+
   // The mode this size class uses outside warm-up and exploration (-1 during warm-up): a use
   // of another mode is a measurement.
   int held(std::size_t bytes) { return bucket(bytes).held; }

@@ -3,6 +3,7 @@
 // chooser (which mechanism serves a rendezvous get, from measured throughput).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -286,6 +287,55 @@ TEST(MeasuredChoice, RejudgeWarmupWithoutBurstBytes_AnySize) {
     c.record(m, bytes, static_cast<double>(bytes) / rate);
   }
   EXPECT_GE(late[1], 25) << "uses of the faster mode in the last 30: " << late[1];
+}
+
+// choose_run tells a run of uses at once (a collective's path, announced once a run): with
+// rates that do not change, its runs give the very uses choose() gives one by one (warm-up
+// turns, bursts, turns to re-measure), each run at most `most` long; after a change, the
+// faster mode takes over once the run under way ends.
+TEST(MeasuredChoice, ChooseRun_SameUsesAsChooseAndShortRuns) {
+  const rmp::rt::MeasuredChoice<3>::Pace pace{
+      .period = 64, .burst = 4, .hysteresis = 0.05, .rejudge_warmup = true};
+  rmp::rt::MeasuredChoice<3> one(0b111, pace), runs(0b111, pace);
+  const std::size_t bytes = 64 << 10;
+  const double rates[] = {9e9, 14e9, 20e9};
+  auto seconds = [&](int m) { return static_cast<double>(bytes) / rates[m]; };
+  std::vector<int> by_one, by_runs;
+  int longest = 0, count = 0;
+  while (by_runs.size() < 5000) {
+    const auto [mode, uses] = runs.choose_run(bytes, 32);
+    ASSERT_GE(uses, 1u);
+    longest = std::max(longest, static_cast<int>(uses));
+    ++count;
+    for (std::uint64_t i = 0; i < uses; ++i) {
+      by_runs.push_back(mode);
+      runs.record(mode, bytes, seconds(mode));
+    }
+  }
+  for (std::size_t i = 0; i < by_runs.size(); ++i) {
+    const int m = one.choose(bytes);
+    by_one.push_back(m);
+    one.record(m, bytes, seconds(m));
+  }
+  EXPECT_EQ(by_runs, by_one);
+  EXPECT_EQ(longest, 32);
+  EXPECT_LE(count, 5000 / 16) << "runs told: " << count;
+  // Modes 0 and 1 still re-measured now and then.
+  EXPECT_GT(std::count(by_runs.begin(), by_runs.end(), 0), 4);
+  EXPECT_GT(std::count(by_runs.begin(), by_runs.end(), 1), 4);
+
+  // Mode 2 slows down to a third of mode 1: within a few runs (its moving average falls,
+  // then the run ends) mode 1 serves.
+  int after = 0, slow_uses = 0;
+  while (after < 200) {
+    const auto [mode, uses] = runs.choose_run(bytes, 32);
+    for (std::uint64_t i = 0; i < uses; ++i, ++after) {
+      const double rate = mode == 2 ? 5e9 : rates[mode];
+      if (mode == 2 && after >= 100) ++slow_uses;
+      runs.record(mode, bytes, static_cast<double>(bytes) / rate);
+    }
+  }
+  EXPECT_LE(slow_uses, 8) << "uses of the slowed mode in the last ~100";
 }
 
 // A burst of the mechanism not in use is judged by its median: one sample that waited for a
