@@ -4,7 +4,9 @@
 #include <functional>
 #include <vector>
 
+#include "collectives/algorithms.hpp"
 #include "collectives/reduce_ops.hpp"
+#include "collectives/select.hpp"
 
 namespace rmp::coll {
 namespace {
@@ -40,9 +42,11 @@ public:
   void next_round() {
     if (!rounds_.back().xfers.empty() || rounds_.back().after) rounds_.emplace_back();
   }
+  // Scratch space that lives as long as the operation, uninitialised (every use writes it
+  // before reading it).
   std::byte* buffer(std::size_t bytes) {
-    buffers_.emplace_back(bytes);
-    return buffers_.back().data();
+    buffers_.emplace_back(new std::byte[bytes]);
+    return buffers_.back().get();
   }
 
   bool advance(Engine& e) override {
@@ -87,7 +91,7 @@ private:
   std::shared_ptr<CommImpl> comm_;  // keeps the communicator alive while the operation runs
   int tag_;
   std::vector<Round> rounds_;
-  std::vector<std::vector<std::byte>> buffers_;
+  std::vector<std::unique_ptr<std::byte[]>> buffers_;
   std::vector<RequestState*> inflight_;
   std::size_t cur_ = 0;
   bool posted_ = false;
@@ -111,6 +115,91 @@ void add_binomial_bcast(Schedule& s, void* buf, std::size_t bytes, int root) {
   s.next_round();
 }
 
+// Binomial reduction to rank 0 in a fixed order, then a binomial broadcast, with the vector
+// in `work` (the caller's output): every rank ends with the same bits. 2 log p rounds of the
+// whole vector: for short ones.
+void add_binomial_allreduce(Schedule& s, std::byte* work, std::size_t count, std::size_t esize,
+                            Type t, Op op) {
+  const int n = s.comm().size(), vr = s.comm().rank();
+  const std::size_t bytes = count * esize;
+  std::byte* scratch = s.buffer(bytes);
+  for (int mask = 1; mask < n; mask <<= 1) {
+    if ((vr & mask) == 0) {
+      const int child = vr | mask;
+      if (child < n) {
+        s.recv(scratch, bytes, child);
+        s.then([=] { reduce_apply(op, t, scratch, work, count); });
+        s.next_round();
+      }
+    } else {
+      s.send(work, bytes, vr & ~mask);
+      s.next_round();
+      break;
+    }
+  }
+  add_binomial_bcast(s, work, bytes, 0);
+}
+
+// Rabenseifner's allreduce as rounds, as allreduce_rabenseifner does it blocking: over the
+// Fold of the ranks, reduce-scatter by recursive halving, then allgather by recursive
+// doubling, with the vector in `work` (the caller's output). Every element is combined at
+// one rank, so every rank ends with the same bits; each rank sends and receives about
+// 2 (p - 1) / p of the vector, and all reduce at once: for long ones.
+void add_rabenseifner_allreduce(Schedule& s, std::byte* work, std::size_t count, std::size_t esize,
+                                Type t, Op op) {
+  const int r = s.comm().rank();
+  const std::size_t bytes = count * esize;
+  const Fold f(s.comm().size());
+  const Blocks blocks = Blocks::even(count, s.comm().size());
+  auto elem = [&](int nr) { return blocks.start(f.first_original(nr)); };
+  auto at = [=](std::size_t e) { return work + e * esize; };
+  if (f.sits_out(r)) {  // hands its vector to its odd neighbour, which hands back the result
+    s.send(work, bytes, r + 1);
+    s.next_round();
+    s.recv(work, bytes, r + 1);
+    s.next_round();
+    return;
+  }
+  const int nr = f.newrank(r);
+  // Scratch for what arrives: the whole vector at the fold, else the first kept half (the
+  // later ones lie inside it).
+  const int first_keep = nr < f.p2 / 2 ? 0 : f.p2 / 2;
+  const std::size_t most = f.folded(r) ? count
+                           : f.p2 > 1  ? elem(first_keep + f.p2 / 2) - elem(first_keep)
+                                       : 0;
+  std::byte* tmp = s.buffer(most * esize);
+  if (f.folded(r)) {
+    s.recv(tmp, bytes, r - 1);
+    s.then([=] { reduce_apply(op, t, tmp, work, count); });
+    s.next_round();
+  }
+  int lo = 0;
+  for (int mask = f.p2 / 2; mask >= 1; mask >>= 1) {
+    const int mid = lo + mask;
+    const int keep = nr < mid ? lo : mid, give = nr < mid ? mid : lo;
+    const std::size_t nkeep = elem(keep + mask) - elem(keep);
+    const std::size_t ngive = elem(give + mask) - elem(give);
+    const int partner = f.survivor(nr ^ mask);
+    s.send(at(elem(give)), ngive * esize, partner);
+    s.recv(tmp, nkeep * esize, partner);
+    std::byte* into = at(elem(keep));
+    s.then([=] { reduce_apply(op, t, tmp, into, nkeep); });
+    s.next_round();
+    lo = keep;
+  }
+  for (int mask = 1; mask < f.p2; mask <<= 1) {
+    const int mine = nr & ~(mask - 1), theirs = mine ^ mask;
+    const int partner = f.survivor(nr ^ mask);
+    s.send(at(elem(mine)), (elem(mine + mask) - elem(mine)) * esize, partner);
+    s.recv(at(elem(theirs)), (elem(theirs + mask) - elem(theirs)) * esize, partner);
+    s.next_round();
+  }
+  if (f.folded(r)) {
+    s.send(work, bytes, r - 1);
+    s.next_round();
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<detail::Activity> ibarrier(std::shared_ptr<CommImpl> c) {
@@ -132,38 +221,28 @@ std::unique_ptr<detail::Activity> ibcast(std::shared_ptr<CommImpl> c, void* buf,
   return s;
 }
 
-std::unique_ptr<detail::Activity> iallreduce(std::shared_ptr<CommImpl> c, const void* in,
-                                             void* out, std::size_t count, std::size_t esize,
-                                             detail::Type t, Op op) {
+std::unique_ptr<detail::Activity> iallreduce(std::shared_ptr<CommImpl> c, const void* in, void* out,
+                                             std::size_t count, std::size_t esize, detail::Type t,
+                                             Op op, IallreduceSchedule schedule) {
   auto s = std::make_unique<Schedule>(std::move(c));
-  const int n = s->comm().size(), vr = s->comm().rank();
+  const int n = s->comm().size();
   const std::size_t bytes = count * esize;
-  // Binomial reduction to rank 0 in a fixed order, then a binomial broadcast: every rank
-  // ends with the same bits.
-  std::byte* acc = s->buffer(bytes);
-  std::byte* scratch = s->buffer(bytes);
-  if (bytes) std::memcpy(acc, in ? in : out, bytes);
-  for (int mask = 1; mask < n; mask <<= 1) {
-    if ((vr & mask) == 0) {
-      const int child = vr | mask;
-      if (child < n) {
-        s->recv(scratch, bytes, child);
-        s->then([=] { reduce_apply(op, t, scratch, acc, count); });
-        s->next_round();
-      }
-    } else {
-      s->send(acc, bytes, vr & ~mask);
-      s->next_round();
-      break;
-    }
+  // The result is built in `out`: the input goes there first (in place it is there).
+  if (in && bytes) std::memcpy(out, in, bytes);
+  // The blocking allreduce's formulas choose (rank 0's parameters: the same on every rank):
+  // Rabenseifner's schedule where they pick a bandwidth-optimal algorithm, else the
+  // latency-optimal reduce and broadcast.
+  if (schedule == IallreduceSchedule::chosen) {
+    const int algo =
+        cheapest(Coll::allreduce, cost_model(s->comm()), n, static_cast<double>(bytes));
+    schedule = count >= static_cast<std::size_t>(n) &&
+                       algo != static_cast<int>(AllreduceAlgo::recursive_doubling)
+                   ? IallreduceSchedule::rabenseifner
+                   : IallreduceSchedule::binomial;
   }
-  if (vr == 0) {
-    s->then([=] {
-      if (bytes) std::memcpy(out, acc, bytes);
-    });
-    s->next_round();
-  }
-  add_binomial_bcast(*s, out, bytes, 0);
+  if (n > 1 && schedule == IallreduceSchedule::rabenseifner)
+    add_rabenseifner_allreduce(*s, static_cast<std::byte*>(out), count, esize, t, op);
+  else add_binomial_allreduce(*s, static_cast<std::byte*>(out), count, esize, t, op);
   return s;
 }
 

@@ -29,6 +29,7 @@
 
 #include "collectives/algorithms.hpp"
 #include "collectives/node_shared.hpp"
+#include "collectives/nonblocking.hpp"
 #include "collectives/reduce_ops.hpp"
 #include "collectives/select.hpp"
 #include "tests/coll_values.hpp"
@@ -388,12 +389,31 @@ using ReduceFn = void (*)(const CommImpl&, const void*, void*, std::size_t, std:
                           int);
 using AllreduceFn = void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type,
                              Op);
+// The non-blocking allreduce's two schedules, started and waited for.
+void iallreduce_with(coll::IallreduceSchedule schedule, const CommImpl& c, const void* in,
+                     void* out, std::size_t count, std::size_t esize, Type t, Op op) {
+  // Not owned: the thread-rank's world outlives the operation.
+  std::shared_ptr<CommImpl> comm(const_cast<CommImpl*>(&c), [](CommImpl*) {});
+  rmp::detail::Engine& e = c.engine();
+  e.wait(e.start(coll::iallreduce(comm, in, out, count, esize, t, op, schedule)));
+}
+void iallreduce_binomial(const CommImpl& c, const void* in, void* out, std::size_t count,
+                         std::size_t esize, Type t, Op op) {
+  iallreduce_with(coll::IallreduceSchedule::binomial, c, in, out, count, esize, t, op);
+}
+void iallreduce_rabenseifner(const CommImpl& c, const void* in, void* out, std::size_t count,
+                             std::size_t esize, Type t, Op op) {
+  iallreduce_with(coll::IallreduceSchedule::rabenseifner, c, in, out, count, esize, t, op);
+}
+
 const std::pair<const char*, AllreduceFn> kAllreduce[] = {
     {"recursive_doubling", coll::allreduce_recursive_doubling},
     {"rabenseifner", coll::allreduce_rabenseifner},
     {"ring", coll::allreduce_ring},
     {"shm", allreduce_shm},
-    {"shm_direct", allreduce_shm_direct}};
+    {"shm_direct", allreduce_shm_direct},
+    {"iallreduce binomial", iallreduce_binomial},
+    {"iallreduce rabenseifner", iallreduce_rabenseifner}};
 
 }  // namespace
 
