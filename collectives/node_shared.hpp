@@ -27,17 +27,18 @@ NodeShared* node_shared(const detail::CommImpl& c);
 // one was selected: that one, or the point-to-point algorithm the formulas pick, or the direct
 // path (reduce, allgather(v), alltoall, allreduce). An allreduce, and a reduce of floating or
 // complex values, choose between their two node-shared paths only: they combine in the same
-// order, point-to-point in another, and two equal calls must give equal bits. Above
-// eager_threshold point-to-point moves data by one copy (a rendezvous get: cross-memory attach, or
-// owner and reader each copying a part), the node-shared paths by two, through shared chunks; which
-// is faster depends on the machine (how dear a cache line moved between cores is) more than on the
-// message. So above it, ranks that have cores of their own (with ranks sharing cores every
-// rendezvous handshake waits for a switch) let one rank measure both: `decider` (the root of a
-// reduce, the rank after the root of a bcast, rank 0 of an allreduce, allgather or alltoall: a rank
-// whose call lasts until its data is in) times its calls of each path (runtime/measured_choice.hpp)
-// and tells the others its choice through a small bcast, once for a run of calls of a size
-// class (MeasuredChoice::choose_run). Not when RMP_<COLL>_ALGO
-// forces one.
+// order, point-to-point in another, and two equal calls must give equal bits. The node-shared
+// paths move data twice, through shared chunks; the direct paths once, with cross-memory
+// attach; point-to-point once above eager_threshold (a rendezvous get), and below it twice but
+// with both cores copying at once. Which is faster depends on the machine (how dear a cache
+// line moved between cores is) more than on the message. So above 4 KiB, ranks that have
+// cores of their own let one rank measure: `decider` (the root of a reduce, the rank after the
+// root of a bcast, rank 0 of an allreduce, allgather or alltoall: a rank whose call lasts until
+// its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells the
+// others its choice through a small bcast, once for a run of calls of a size class
+// (MeasuredChoice::choose_run). With ranks sharing cores (every rendezvous handshake then
+// waits for a process switch) only the alltoall chooses, between its node-shared and direct
+// paths, above eager_threshold. Not when RMP_<COLL>_ALGO forces an algorithm.
 class PathChoice {
 public:
   // `ns`: the communicator's node-shared state when the call selected that path, else nullptr
