@@ -328,6 +328,53 @@ TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
   w.barrier();
 }
 
+// Windows of rendezvous messages both ways at once between pairs: every byte arrives, and with
+// RMP_SHM_COPY=auto and cross-memory attach, gets started while the peer reads from this rank
+// are single copies (each core copies its own direction), counted as such.
+TEST(Rendezvous, TrafficBothWays_EveryByteArrives_EachReadsItsOwn) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  const std::size_t bytes = std::max<std::size_t>(knobs().eager_threshold + 1, (256u << 10) + 3);
+  constexpr int kWindow = 16, kRounds = 4;
+  const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  const rmp::rt::Counters before = rmp::rt::counters();
+  if (partner < n) {
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<std::vector<std::byte>> in(kWindow, std::vector<std::byte>(bytes)), out;
+      std::vector<rmp::Request> reqs;
+      for (int i = 0; i < kWindow; ++i) {
+        reqs.push_back(w.irecv(in[static_cast<std::size_t>(i)].data(), bytes, partner, 700 + i));
+        out.push_back(make_message<std::byte>(
+            bytes, seed(r, partner, static_cast<std::uint64_t>(round * kWindow + i), 0x5b)));
+      }
+      int mine = 0, theirs = 0;  // both windows of receives posted before any send
+      w.sendrecv(&mine, 1, partner, 699, &theirs, 1, partner, 699);
+      for (int i = 0; i < kWindow; ++i)
+        reqs.push_back(w.isend(out[static_cast<std::size_t>(i)].data(), bytes, partner, 700 + i));
+      rmp::wait_all(reqs);
+      for (int i = 0; i < kWindow; ++i)
+        EXPECT_TRUE(
+            matches(in[static_cast<std::size_t>(i)].data(), bytes,
+                    seed(partner, r, static_cast<std::uint64_t>(round * kWindow + i), 0x5b)))
+            << "round " << round << ", message " << i << " of " << bytes << " B from " << partner;
+    }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t single = after.shm_gets_single - before.shm_gets_single;
+  std::uint64_t both_ways = after.shm_gets_both_ways - before.shm_gets_both_ways;
+  EXPECT_LE(both_ways, single) << "gets both ways are single copies, on rank " << r;
+  std::uint64_t job = 0;
+  w.allreduce(&both_ways, &job, 1, rmp::Op::sum);
+  const bool chooses = !std::getenv("RMP_SHM_COPY") || env_is("RMP_SHM_COPY", "auto");
+  if (chooses && !env_is("RMP_SHM_CMA", "0") && proto_of(bytes) == Proto::rndv) {
+    EXPECT_GT(job, 0u) << "no get of " << kRounds * kWindow
+                       << " per rank each way started while its peer read";
+  } else if (!chooses || env_is("RMP_SHM_CMA", "0")) {
+    EXPECT_EQ(both_ways, 0u) << "a forced mechanism, or no cross-memory attach";
+  }
+}
+
 // Eager payloads of at least 8 KiB go into the byte ring with cached or streaming stores, as
 // measured (RMP_SHM_COPY=auto: both are tried in the warm-up of every size class), or as a
 // variant forces (streaming: every one; chunks, single, split: none). Ping-pong and windows

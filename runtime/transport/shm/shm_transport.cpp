@@ -90,8 +90,8 @@ struct ShmAddress {
 
 // Offsets inside one direction's area.
 struct DirLayout {
-  std::size_t ring_shared = 0, chunk_shared = kLine, split = 3 * kLine, lines = 5 * kLine,
-              data = 0, chunks = 0, size = 0;
+  std::size_t ring_shared = 0, chunk_shared = kLine, split = 3 * kLine, reading = 5 * kLine,
+              lines = 6 * kLine, data = 0, chunks = 0, size = 0;
   DirLayout(std::size_t nlines, std::size_t data_bytes, std::size_t nchunks, std::size_t chunk) {
     data = round_up(lines + nlines * kLine, kPage);
     chunks = round_up(data + data_bytes, kPage);
@@ -114,6 +114,7 @@ struct GetJob {
   GetTuner::Pick tune{};
   std::uint64_t remote = 0;  // split gets: the owner's address
   CopyChooser::Mode mode = CopyChooser::Mode::chunks;  // chunked gets: chunks or streaming
+  bool for_chooser = true;  // not while the peer reads from us too (ShmEndpoint::get)
 };
 struct ServeJob {
   const std::byte* src;
@@ -142,6 +143,7 @@ struct CmaJob {
   bool write;
   class ShmEndpoint* ep;
   Clock::time_point posted{};
+  bool for_chooser = true;  // a get whose time the copy chooser hears of
 };
 
 // A transport-internal message waiting for ring space; payload points to memory that stays
@@ -190,12 +192,17 @@ public:
   double record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
                     bool for_chooser = true);
   // A get ended (record_get calls it; a failed get, unmeasured, calls it alone).
-  void get_ended() { --gets_running_; }
+  void get_ended() { set_gets_running(gets_running_ - 1); }
 
 private:
   void send_ctl(AmId am, std::span<const std::byte> hdr, std::span<const std::byte> payload,
                 Completion* done);
   void start_get(const GetJob& j);
+  // gets_running_, also published for the peer (reading_).
+  void set_gets_running(std::uint32_t n) {
+    gets_running_ = n;
+    my_reading_->store(n, std::memory_order_relaxed);
+  }
   int start_waiting();
   int serve_chunks();
   int drain_chunks();
@@ -230,6 +237,11 @@ private:
   }
   std::deque<GetJob> waiting_;
   std::uint32_t gets_running_ = 0;
+  // The gets this rank has running from the peer, as it publishes them (in its direction's
+  // area), and the peer's from this rank: when the peer is reading from us as we start a
+  // get, traffic runs both ways (ShmEndpoint::get).
+  std::atomic<std::uint32_t>* my_reading_ = nullptr;
+  const std::atomic<std::uint32_t>* peer_reading_ = nullptr;
   CopyChooser::Mode running_mode_ = CopyChooser::Mode::chunks;
   std::deque<ServeJob> serve_;
   std::deque<PendingCtl> ctl_;
@@ -276,6 +288,8 @@ public:
   int progress() override;
 
   // Used by endpoints.
+  bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
+  bool cma_ok() const { return cma_ok_; }
   CopyChooser::Mode copy_mode(std::size_t len) {
     switch (cfg_.copy) {
       case ShmConfig::Copy::single:
@@ -358,7 +372,7 @@ private:
   std::unordered_map<int, ShmEndpoint*> by_local_;
   std::vector<ShmEndpoint*> busy_;
   std::vector<std::pair<Completion*, TStatus>> done_;
-  std::vector<CmaJob> cma_;
+  std::deque<CmaJob> cma_;
   CopyChooser chooser_;
   CopyChooser chunk_chooser_{CopyChooser::kChunkModes};  // once cross-memory attach is refused
   GetTuner get_tuner_;
@@ -395,6 +409,10 @@ ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, i
   in_ = RingConsumer(in_ring);
   out_chunks_ = out_chunks;
   in_chunks_ = in_chunks;
+  my_reading_ =
+      reinterpret_cast<std::atomic<std::uint32_t>*>(base + h->dir_off[my_dir] + d.reading);
+  peer_reading_ =
+      reinterpret_cast<std::atomic<std::uint32_t>*>(base + h->dir_off[1 - my_dir] + d.reading);
 }
 
 Transport& ShmEndpoint::transport() { return t_; }
@@ -470,6 +488,17 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
   GetJob j{local.data(), local.size(), 0,
            done,         Clock::now(), 0,
            {},           remote_addr,  t_.copy_mode(local.size())};
+  // Traffic both ways (the peer reading from us as we start reading from it, as in a
+  // bidirectional bandwidth test or an exchange): each core has its own direction to copy,
+  // and a mechanism that borrows the peer's core (chunks, split) only moves work onto a busy
+  // core. Each reads with cross-memory attach, and the chooser, which judges mechanisms
+  // on one direction's gets, does not hear of these (2 ranks, bidirectional windows of 64,
+  // interleaved: 1 MiB 11.0 GB/s chosen, 13.1 split, 11.6 single, 14.5 OpenMPI).
+  if (t_.automatic_copy() && t_.cma_ok() && peer_reading_->load(std::memory_order_relaxed) > 0) {
+    j.mode = CopyChooser::Mode::single;
+    j.for_chooser = false;
+    ++t_.counters().shm_gets_both_ways;
+  }
   if (!waiting_.empty() || (gets_running_ > 0 && !same_queue(j.mode, running_mode_))) {
     waiting_.push_back(j);
     t_.mark_busy(this);
@@ -482,10 +511,10 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
 
 void ShmEndpoint::start_get(const GetJob& j) {
   running_mode_ = j.mode;
-  ++gets_running_;
+  set_gets_running(gets_running_ + 1);
   switch (j.mode) {
     case CopyChooser::Mode::single:
-      t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted});
+      t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.for_chooser});
       break;
     case CopyChooser::Mode::chunks:
     case CopyChooser::Mode::streaming:
@@ -930,31 +959,34 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
 }
 
 int ShmTransport::run_cma() {
-  std::vector<CmaJob> jobs;
-  jobs.swap(cma_);
-  for (const CmaJob& j : jobs) {
-    const int err = cross_memory_copy(j.pid, j.local, j.remote, j.len, j.write);
-    if (cma_refused(err)) {
-      if (!j.write) {
-        j.ep->start_chunk_get(j.local, j.len, j.remote, j.done);
-      } else {
-        (void)j.ep->put({j.local, j.len}, j.remote, RemoteKey{}, j.done);
-      }
-      continue;
+  // One copy a call, so that progress polls the rings between them: a peer's requests and
+  // completions are seen a copy later instead of a whole queue of them later, and in traffic
+  // both ways neither core ends its window waiting while the other still works through a
+  // queue (2 ranks, bidirectional windows of 64 single-copy gets, interleaved: 1 MiB 18.7
+  // GB/s against 15.6, 4 MiB 12.3 against 9.9).
+  const CmaJob j = cma_.front();
+  cma_.pop_front();
+  const int err = cross_memory_copy(j.pid, j.local, j.remote, j.len, j.write);
+  if (cma_refused(err)) {
+    if (!j.write) {
+      j.ep->start_chunk_get(j.local, j.len, j.remote, j.done);
+    } else {
+      (void)j.ep->put({j.local, j.len}, j.remote, RemoteKey{}, j.done);
     }
-    if (err) {
-      log_warn(std::string("shm: process_vm_") + (j.write ? "writev" : "readv") + " of " +
-               std::to_string(j.len) + " bytes from pid " + std::to_string(j.pid) +
-               " failed: " + std::strerror(err));
-      if (!j.write) j.ep->get_ended();
-    } else if (!j.write) {
-      j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted);
-      ++c_.shm_gets_single;
-      ++c_.rndv_fragments;
-    }
-    complete_later(j.done, err ? TStatus::error : TStatus::ok);
+    return 1;
   }
-  return static_cast<int>(jobs.size());
+  if (err) {
+    log_warn(std::string("shm: process_vm_") + (j.write ? "writev" : "readv") + " of " +
+             std::to_string(j.len) + " bytes from pid " + std::to_string(j.pid) +
+             " failed: " + std::strerror(err));
+    if (!j.write) j.ep->get_ended();
+  } else if (!j.write) {
+    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, j.for_chooser);
+    ++c_.shm_gets_single;
+    ++c_.rndv_fragments;
+  }
+  complete_later(j.done, err ? TStatus::error : TStatus::ok);
+  return 1;
 }
 
 // The empty poll is the body of every waiting loop: a load per peer and three tests, with
