@@ -623,17 +623,21 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
     timed_ = ns;
     unwinding_ = std::uncaught_exceptions();
   }
-  // The decider announces a run of calls of this size class at once: what its choice would
-  // be for each of them while it records nothing new, up to kMaxRun. Every rank counts the
-  // run's calls down alike; a small bcast per call instead cost a process switch a call
-  // with ranks sharing cores (4 ranks on 2 cores, alltoall of 64 KiB: 51.0 us a call against
-  // 45.6 with the path forced).
+  // With ranks sharing cores the decider announces a run of calls of this size class at
+  // once: what its choice would be for each of them while it records nothing new, up to
+  // kMaxRun, and every rank counts the run's calls down alike. There a small bcast per call
+  // cost a process switch a call (4 ranks on 2 cores, alltoall of 64 KiB: 51.0 us a call
+  // against 45.6 with the path forced). With cores of their own it announces every call: the
+  // bcast costs a cache line each way, and it starts the ranks together, which the direct
+  // allreduce needs (2 ranks, 1 MiB, interleaved: 111 us announced every call, 156 with runs
+  // of 32, 171 with the path forced).
   NodeShared::PathRun& run = ns->path_run(index_, NodeShared::PathTimes::bucket_of(bytes));
   if (run.left == 0) {
     std::uint32_t announced[2] = {};
     const std::uint64_t b = ns->next_small_bcast();
     if (c.rank() == decider) {
-      const auto [mode, uses] = ns->path_times(index_).choose_run(bytes, kMaxRun);
+      const auto [mode, uses] =
+          ns->path_times(index_).choose_run(bytes, ns->own_cores() ? 1 : kMaxRun);
       announced[0] = static_cast<std::uint32_t>(mode);
       announced[1] = static_cast<std::uint32_t>(uses);
       ns->small_bcast_root(c, announced, sizeof announced, b);

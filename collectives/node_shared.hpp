@@ -35,10 +35,10 @@ NodeShared* node_shared(const detail::CommImpl& c);
 // cores of their own let one rank measure: `decider` (the root of a reduce, the rank after the
 // root of a bcast, rank 0 of an allreduce, allgather or alltoall: a rank whose call lasts until
 // its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells the
-// others its choice through a small bcast, once for a run of calls of a size class
-// (MeasuredChoice::choose_run). With ranks sharing cores (every rendezvous handshake then
-// waits for a process switch) only the alltoall chooses, between its node-shared and direct
-// paths, above eager_threshold. Not when RMP_<COLL>_ALGO forces an algorithm.
+// others its choice through a small bcast (with ranks sharing cores once for a run of calls
+// of a size class: MeasuredChoice::choose_run). With ranks sharing cores (every rendezvous
+// handshake then waits for a process switch) only the alltoall chooses, between its node-shared and
+// direct paths, above eager_threshold. Not when RMP_<COLL>_ALGO forces an algorithm.
 class PathChoice {
 public:
   // `ns`: the communicator's node-shared state when the call selected that path, else nullptr
