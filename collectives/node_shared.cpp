@@ -609,14 +609,16 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
   // (Not at or below kMaxBytes either: there the direct allreduce and reduce are the
   // node-shared path's small forms, and their time would be recorded as the direct path's.)
-  // Where ranks have cores of their own, from there on: the direct paths move data once at
-  // any size, and point-to-point's eager copy runs both cores at once (2 ranks, 8-64 KiB,
-  // 6 interleaved pairs: allgather 0.61-0.94 of the node-shared path's time, alltoall
-  // 0.85-0.89, bcast 0.91-0.97, reduce and allreduce 0.90-1.0). With ranks sharing cores
-  // only above eager_threshold: there the direct alltoall lost at 16 KiB (4 ranks on 2
-  // cores: 1.37 of the time with the choice open).
+  // Above eager_threshold, where point-to-point moves data once. An allgather(v) or alltoall
+  // whose ranks have cores of their own from kMaxBytes on: their direct paths move every
+  // block once at any size (2 ranks, 8-32 KiB, 8 interleaved pairs, announced every call:
+  // allgather 0.68-1.0 of the time with the choice from eager_threshold, alltoall 0.82-1.0).
+  // Not the others: a bcast, reduce or allreduce of 8 KiB took 1.1-1.25 of the time, the
+  // announcement and the tries of the slower paths costing more than the choice won.
+  const bool from_small =
+      ns->own_cores() && (k == Coll::allgather || k == Coll::allgatherv || k == Coll::alltoall);
   const std::size_t least =
-      ns->own_cores() ? kMaxBytes : std::max(ctx.coll_params().eager_threshold, kMaxBytes);
+      from_small ? kMaxBytes : std::max(ctx.coll_params().eager_threshold, kMaxBytes);
   if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || forced(k, c) >= 0) return;
   if (c.rank() == decider) {
     t0_ = std::chrono::steady_clock::now();

@@ -31,8 +31,9 @@ NodeShared* node_shared(const detail::CommImpl& c);
 // paths move data twice, through shared chunks; the direct paths once, with cross-memory
 // attach; point-to-point once above eager_threshold (a rendezvous get), and below it twice but
 // with both cores copying at once. Which is faster depends on the machine (how dear a cache
-// line moved between cores is) more than on the message. So above 4 KiB, ranks that have
-// cores of their own let one rank measure: `decider` (the root of a reduce, the rank after the
+// line moved between cores is) more than on the message. So above eager_threshold (an allgather(v)
+// or alltoall above 4 KiB: their direct paths move every block once), ranks that have cores
+// of their own let one rank measure: `decider` (the root of a reduce, the rank after the
 // root of a bcast, rank 0 of an allreduce, allgather or alltoall: a rank whose call lasts until
 // its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells the
 // others its choice through a small bcast (with ranks sharing cores once for a run of calls
