@@ -348,10 +348,12 @@ public:
     direct_ok_ = true;
     // The alltoall's direct path with ranks sharing cores too; the others' only where ranks
     // have cores of their own. With ranks sharing cores every extra synchronisation is a
-    // process switch, and the choice adds one a call (the decider's small bcast): 4 ranks on
-    // 2 cores, interleaved with the choice-less paths of before, 6 pairs, 64 KiB / 1 MiB:
-    // reduce 1.57 / 1.20, allreduce 1.24 / 1.18, allgather 1.13 / 1.08 of their time. The
-    // alltoall's direct path wins back more than that (0.64-0.82).
+    // process switch, and the choice added one a call (the decider's small bcast, before it
+    // was told once a run): 4 ranks on 2 cores, interleaved with the choice-less paths of
+    // before, 6 pairs, 64 KiB / 1 MiB: reduce 1.57 / 1.20, allreduce 1.24 / 1.18, allgather
+    // 1.13 / 1.08 of their time. The alltoall's direct path wins back more than that
+    // (0.64-0.82). Forced, the direct reduce, allreduce and allgather there still ran 1.1-2.6x
+    // the node-shared paths' time (3 runs each at 64 KiB and 1 MiB).
     for (const std::size_t a :
          {path_index(Coll::alltoall), path_index(Coll::allreduce), path_index(Coll::allgather),
           path_index(Coll::reduce), path_index(Coll::reduce, false)}) {

@@ -45,7 +45,7 @@ public:
   // Scratch space that lives as long as the operation, uninitialised (every use writes it
   // before reading it).
   std::byte* buffer(std::size_t bytes) {
-    buffers_.emplace_back(new std::byte[bytes]);
+    buffers_.push_back(std::make_unique_for_overwrite<std::byte[]>(bytes));
     return buffers_.back().get();
   }
 
@@ -228,8 +228,9 @@ std::unique_ptr<detail::Activity> iallreduce(std::shared_ptr<CommImpl> c, const 
   const int n = s->comm().size();
   const std::size_t bytes = count * esize;
   // The result is built in `out`: the input goes there first (in place it is there).
-  if (in && bytes) std::memcpy(out, in, bytes);
-  // The blocking allreduce's formulas choose (rank 0's parameters: the same on every rank):
+  if (in && in != out && bytes) std::memcpy(out, in, bytes);
+  // The blocking allreduce's formulas choose (from rank 0's parameters and the ranks per
+  // core, the same on every rank that the runtime counts alike):
   // Rabenseifner's schedule where they pick a bandwidth-optimal algorithm, else the
   // latency-optimal reduce and broadcast.
   if (schedule == IallreduceSchedule::chosen) {

@@ -49,9 +49,10 @@ inline constexpr std::size_t kCollCount = 16;
 // model (α and β from p2p's link_rtt_us and link_bw) cannot price, so they have no formula:
 // they are taken whenever the call can use them (a node-local communicator; for alltoall,
 // pieces of at least a cache line) unless RMP_<COLL>_ALGO forces another algorithm; above
-// eager_threshold a bcast, reduce, allgather(v) or alltoall may still take the formulas' pick
-// instead, and a reduce, allreduce, allgather(v) or alltoall its direct path, as measured
-// (PathChoice, node_shared.hpp).
+// eager_threshold (an allgather(v) or alltoall of ranks with cores of their own above 4 KiB)
+// a bcast, reduce, allgather(v) or alltoall may still take the formulas' pick instead, and a
+// reduce, allreduce, allgather(v) or alltoall its direct path, as measured (PathChoice,
+// node_shared.hpp).
 enum class BarrierAlgo : std::uint8_t { dissemination, shm };
 enum class BcastAlgo : std::uint8_t { binomial, scatter_allgather, pipeline, shm, shm_direct };
 enum class ReduceAlgo : std::uint8_t { binomial, rabenseifner, shm, shm_direct };

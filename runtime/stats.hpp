@@ -29,7 +29,7 @@ struct Counters {
   std::uint64_t shm_gets_split = 0;       // gets split between requester and owner (both CMA)
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_gets_waited = 0;      // gets that waited for another mechanism's to end
-  std::uint64_t shm_gets_both_ways = 0;   // single-copy gets started while the peer read from us
+  std::uint64_t shm_gets_both_ways = 0;   // of shm_gets_single, started while the peer read from us
   std::uint64_t shm_eager_streamed = 0;   // eager payloads stored with streaming stores
   std::uint64_t shm_eager_timed = 0;      // eager payloads timed for the store choice
   std::uint64_t shm_segments = 0;         // pair segments this rank mapped

@@ -352,7 +352,8 @@ TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
     }
 }
 
-// Above eager_threshold a bcast, reduce, allreduce, allgather or alltoall of a node-local
+// Above eager_threshold (allgather and alltoall with ranks on cores of their own: above 4 KiB,
+// which these sizes are too) a bcast, reduce, allreduce, allgather or alltoall of a node-local
 // communicator takes the node-shared path, point-to-point (ranks with cores of their own; not
 // an allreduce nor a floating reduce) or its direct path (not a bcast), as the deciding rank
 // measured them (collectives/node_shared.hpp, PathChoice); its first calls of a size take each
@@ -377,29 +378,6 @@ void expect_rank_order_sum(const std::vector<double>& got, int p, int k, std::ui
   }
   for (std::size_t i = 0; i < n; ++i)
     ASSERT_NEAR(got[i], ref[i], 1e-12 * std::abs(ref[i])) << what << " " << k << " at " << i;
-}
-
-// Whether cross-memory attach works between the ranks both ways, as the direct paths' probe
-// finds it when a communicator's segment is made: RMP_SHM_CMA may allow it where ptrace rules
-// (Yama's ptrace_scope, a container's seccomp) forbid it.
-bool cma_between_ranks(const rmp::Comm& w) {
-  const char* env = std::getenv("RMP_SHM_CMA");
-  if ((env && std::string(env) == "0") || w.size() < 2) return false;
-  static std::uint64_t word = 0x726d70;
-  const std::uint64_t mine[2] = {static_cast<std::uint64_t>(::getpid()),
-                                 reinterpret_cast<std::uint64_t>(&word)};
-  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(w.size()));
-  w.allgather(mine, 2, all.data());
-  const std::size_t q = static_cast<std::size_t>((w.rank() + 1) % w.size());
-  std::uint64_t v = 0;
-  iovec local{&v, sizeof v}, remote{reinterpret_cast<void*>(all[2 * q + 1]), sizeof v};
-  const auto pid = static_cast<pid_t>(all[2 * q]);
-  const bool ok = ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof v && v == 0x726d70 &&
-                  ::process_vm_writev(pid, &local, 1, &remote, 1, 0) == sizeof v;
-  const int mine_ok = ok ? 1 : 0;
-  int every = 0;
-  w.allreduce(&mine_ok, &every, 1, Op::min);
-  return every == 1;
 }
 
 TEST(CollData, PathChoice_BothPathsCarryTheData) {

@@ -1,6 +1,9 @@
 // The SPMD GoogleTest main and the helpers declared in harness.hpp.
 #include "harness.hpp"
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -156,6 +159,26 @@ int pair_partner() {
 }
 
 std::string who(int r) { return "rank " + std::to_string(r); }
+
+bool cma_between_ranks(const rmp::Comm& w) {
+  const char* env = std::getenv("RMP_SHM_CMA");
+  if ((env && std::string(env) == "0") || w.size() < 2) return false;
+  static std::uint64_t word = 0x726d70;
+  const std::uint64_t mine[2] = {static_cast<std::uint64_t>(::getpid()),
+                                 reinterpret_cast<std::uint64_t>(&word)};
+  std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(w.size()));
+  w.allgather(mine, 2, all.data());
+  const std::size_t q = static_cast<std::size_t>((w.rank() + 1) % w.size());
+  std::uint64_t v = 0;
+  iovec local{&v, sizeof v}, remote{reinterpret_cast<void*>(all[2 * q + 1]), sizeof v};
+  const auto pid = static_cast<pid_t>(all[2 * q]);
+  const bool ok = ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof v && v == 0x726d70 &&
+                  ::process_vm_writev(pid, &local, 1, &remote, 1, 0) == sizeof v;
+  const int mine_ok = ok ? 1 : 0;
+  int every = 0;
+  w.allreduce(&mine_ok, &every, 1, rmp::Op::min);
+  return every == 1;
+}
 
 bool env_is(const char* var, const char* value) {
   const char* v = std::getenv(var);

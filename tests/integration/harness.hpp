@@ -165,6 +165,10 @@ std::string who(int r);
 
 // True when the job's environment sets var to value (variants pass RMP_* through rlaunch -x).
 bool env_is(const char* var, const char* value);
+// Whether cross-memory attach works between the ranks of `w` both ways, as the transport and
+// the direct collective paths find it: RMP_SHM_CMA may allow it where ptrace rules (Yama's
+// ptrace_scope, a container's seccomp) forbid it. Collective.
+bool cma_between_ranks(const rmp::Comm& w);
 
 // Sums a value over all ranks (through world().allreduce).
 std::uint64_t sum_over_ranks(std::uint64_t v);

@@ -338,6 +338,7 @@ TEST(Rendezvous, TrafficBothWays_EveryByteArrives_EachReadsItsOwn) {
   const std::size_t bytes = std::max<std::size_t>(knobs().eager_threshold + 1, (256u << 10) + 3);
   constexpr int kWindow = 16, kRounds = 4;
   const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  const bool cma = cma_between_ranks(w);
   const rmp::rt::Counters before = rmp::rt::counters();
   if (partner < n) {
     for (int round = 0; round < kRounds; ++round) {
@@ -367,10 +368,10 @@ TEST(Rendezvous, TrafficBothWays_EveryByteArrives_EachReadsItsOwn) {
   std::uint64_t job = 0;
   w.allreduce(&both_ways, &job, 1, rmp::Op::sum);
   const bool chooses = !std::getenv("RMP_SHM_COPY") || env_is("RMP_SHM_COPY", "auto");
-  if (chooses && !env_is("RMP_SHM_CMA", "0") && proto_of(bytes) == Proto::rndv) {
+  if (chooses && cma && proto_of(bytes) == Proto::rndv) {
     EXPECT_GT(job, 0u) << "no get of " << kRounds * kWindow
                        << " per rank each way started while its peer read";
-  } else if (!chooses || env_is("RMP_SHM_CMA", "0")) {
+  } else if (!chooses || !cma) {
     EXPECT_EQ(both_ways, 0u) << "a forced mechanism, or no cross-memory attach";
   }
 }

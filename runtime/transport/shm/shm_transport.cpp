@@ -485,20 +485,25 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
     t_.complete_later(done, TStatus::ok);
     return TStatus::ok;
   }
-  GetJob j{local.data(), local.size(), 0,
-           done,         Clock::now(), 0,
-           {},           remote_addr,  t_.copy_mode(local.size())};
   // Traffic both ways (the peer reading from us as we start reading from it, as in a
   // bidirectional bandwidth test or an exchange): each core has its own direction to copy,
   // and a mechanism that borrows the peer's core (chunks, split) only moves work onto a busy
   // core. Each reads with cross-memory attach, and the chooser, which judges mechanisms
-  // on one direction's gets, does not hear of these (2 ranks, bidirectional windows of 64,
-  // interleaved: 1 MiB 11.0 GB/s chosen, 13.1 split, 11.6 single, 14.5 OpenMPI).
-  if (t_.automatic_copy() && t_.cma_ok() && peer_reading_->load(std::memory_order_relaxed) > 0) {
-    j.mode = CopyChooser::Mode::single;
-    j.for_chooser = false;
-    ++t_.counters().shm_gets_both_ways;
-  }
+  // on one direction's gets, neither chooses these (its warm-up and re-measuring turns stay
+  // for gets it times) nor hears of them (2 ranks, bidirectional windows of 64, interleaved:
+  // 1 MiB 11.0 GB/s chosen, 13.1 split, 11.6 single, 14.5 OpenMPI).
+  const bool both_ways =
+      t_.automatic_copy() && t_.cma_ok() && peer_reading_->load(std::memory_order_relaxed) > 0;
+  GetJob j{local.data(),
+           local.size(),
+           0,
+           done,
+           Clock::now(),
+           0,
+           {},
+           remote_addr,
+           both_ways ? CopyChooser::Mode::single : t_.copy_mode(local.size()),
+           !both_ways};
   if (!waiting_.empty() || (gets_running_ > 0 && !same_queue(j.mode, running_mode_))) {
     waiting_.push_back(j);
     t_.mark_busy(this);
@@ -983,6 +988,7 @@ int ShmTransport::run_cma() {
   } else if (!j.write) {
     j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, j.for_chooser);
     ++c_.shm_gets_single;
+    if (!j.for_chooser) ++c_.shm_gets_both_ways;
     ++c_.rndv_fragments;
   }
   complete_later(j.done, err ? TStatus::error : TStatus::ok);
