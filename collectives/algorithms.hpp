@@ -109,6 +109,17 @@ struct Blocks {
 // later receives the same bits.
 int halving_reduce_scatter(const CommImpl& c, std::byte* work, const Blocks& blocks,
                            std::size_t esize, Type t, Op op, int tag);
+// Its exchanges, for it and for the non-blocking allreduce's schedule (nonblocking.cpp): at
+// each step new rank nr hands elements [give, give + ngive) of its vector to `partner` and
+// combines the partner's [keep, keep + nkeep) into its own.
+struct HalvingStep {
+  int partner;
+  std::size_t give, ngive, keep, nkeep;
+};
+std::vector<HalvingStep> halving_steps(const Fold& f, const Blocks& blocks, int nr);
+// Elements of scratch original rank r needs for what arrives: the whole vector at the fold,
+// else the first kept half (the later ones lie inside it).
+std::size_t halving_scratch(const Fold& f, const Blocks& blocks, int r);
 
 // ring.cpp — segmented rings (segments of fragment_size bytes, pipeline_depth of them in
 // flight, each forwarded as soon as it arrives).

@@ -6,27 +6,42 @@
 
 namespace rmp::coll {
 
+std::vector<HalvingStep> halving_steps(const Fold& f, const Blocks& blocks, int nr) {
+  // Elements of new ranks [a, b) (a range of new ranks is a contiguous range of originals).
+  auto elem = [&](int q) { return blocks.start(f.first_original(q)); };
+  // Halve the range of new ranks this rank is responsible for: keep the half holding nr,
+  // hand the other to the partner across.
+  std::vector<HalvingStep> steps;
+  int lo = 0;
+  for (int mask = f.p2 / 2; mask >= 1; mask >>= 1) {
+    const int mid = lo + mask;
+    const int keep = nr < mid ? lo : mid, give = nr < mid ? mid : lo;
+    steps.push_back({f.survivor(nr ^ mask), elem(give), elem(give + mask) - elem(give), elem(keep),
+                     elem(keep + mask) - elem(keep)});
+    lo = keep;
+  }
+  return steps;
+}
+
+std::size_t halving_scratch(const Fold& f, const Blocks& blocks, int r) {
+  if (f.folded(r)) return blocks.total();
+  if (f.p2 < 2) return 0;
+  const int nr = f.newrank(r), first_keep = nr < f.p2 / 2 ? 0 : f.p2 / 2;
+  return blocks.start(f.first_original(first_keep + f.p2 / 2)) -
+         blocks.start(f.first_original(first_keep));
+}
+
 int halving_reduce_scatter(const CommImpl& c, std::byte* work, const Blocks& blocks,
                            std::size_t esize, Type t, Op op, int tag) {
   const int r = c.rank();
   const Fold f(c.size());
   const std::size_t total = blocks.total();
-  // Elements of new ranks [a, b) (a range of new ranks is a contiguous range of originals).
-  auto elem = [&](int nr) { return blocks.start(f.first_original(nr)); };
-
   if (f.sits_out(r)) {
     if (total) send(c, work, total * esize, r + 1, tag);
     return -1;
   }
   const int nr = f.newrank(r);
-  // Scratch for what arrives: the whole vector at the fold, else the first kept half (the
-  // later ones lie inside it).
-  const int first_keep = nr < f.p2 / 2 ? 0 : f.p2 / 2;
-  const std::size_t most = f.folded(r) ? total
-                           : f.p2 > 1  ? elem(first_keep + f.p2 / 2) - elem(first_keep)
-                                       : 0;
-  Scratch tmp(most * esize);
-
+  Scratch tmp(halving_scratch(f, blocks, r) * esize);
   if (f.folded(r)) {
     // Combined here only, so any fixed operand order gives every later receiver the same bits.
     if (total) {
@@ -34,19 +49,10 @@ int halving_reduce_scatter(const CommImpl& c, std::byte* work, const Blocks& blo
       reduce_apply(op, t, tmp.data(), work, total);
     }
   }
-  // Halve the range of new ranks this rank is responsible for: keep the half holding nr,
-  // hand the other to the partner across, and combine what the partner hands over.
-  int lo = 0;
-  for (int mask = f.p2 / 2; mask >= 1; mask >>= 1) {
-    const int mid = lo + mask;
-    const int keep = nr < mid ? lo : mid, give = nr < mid ? mid : lo;
-    const std::size_t nkeep = elem(keep + mask) - elem(keep);
-    const std::size_t ngive = elem(give + mask) - elem(give);
-    const int partner = f.survivor(nr ^ mask);
-    exchange(c, work + elem(give) * esize, ngive * esize, partner, tmp.data(), nkeep * esize,
-             partner, tag);
-    if (nkeep) reduce_apply(op, t, tmp.data(), work + elem(keep) * esize, nkeep);
-    lo = keep;
+  for (const HalvingStep& h : halving_steps(f, blocks, nr)) {
+    exchange(c, work + h.give * esize, h.ngive * esize, h.partner, tmp.data(), h.nkeep * esize,
+             h.partner, tag);
+    if (h.nkeep) reduce_apply(op, t, tmp.data(), work + h.keep * esize, h.nkeep);
   }
   return nr;
 }

@@ -161,31 +161,19 @@ void add_rabenseifner_allreduce(Schedule& s, std::byte* work, std::size_t count,
     return;
   }
   const int nr = f.newrank(r);
-  // Scratch for what arrives: the whole vector at the fold, else the first kept half (the
-  // later ones lie inside it).
-  const int first_keep = nr < f.p2 / 2 ? 0 : f.p2 / 2;
-  const std::size_t most = f.folded(r) ? count
-                           : f.p2 > 1  ? elem(first_keep + f.p2 / 2) - elem(first_keep)
-                                       : 0;
-  std::byte* tmp = s.buffer(most * esize);
+  std::byte* tmp = s.buffer(halving_scratch(f, blocks, r) * esize);
   if (f.folded(r)) {
     s.recv(tmp, bytes, r - 1);
     s.then([=] { reduce_apply(op, t, tmp, work, count); });
     s.next_round();
   }
-  int lo = 0;
-  for (int mask = f.p2 / 2; mask >= 1; mask >>= 1) {
-    const int mid = lo + mask;
-    const int keep = nr < mid ? lo : mid, give = nr < mid ? mid : lo;
-    const std::size_t nkeep = elem(keep + mask) - elem(keep);
-    const std::size_t ngive = elem(give + mask) - elem(give);
-    const int partner = f.survivor(nr ^ mask);
-    s.send(at(elem(give)), ngive * esize, partner);
-    s.recv(tmp, nkeep * esize, partner);
-    std::byte* into = at(elem(keep));
+  for (const HalvingStep& h : halving_steps(f, blocks, nr)) {
+    s.send(at(h.give), h.ngive * esize, h.partner);
+    s.recv(tmp, h.nkeep * esize, h.partner);
+    std::byte* into = at(h.keep);
+    const std::size_t nkeep = h.nkeep;
     s.then([=] { reduce_apply(op, t, tmp, into, nkeep); });
     s.next_round();
-    lo = keep;
   }
   for (int mask = 1; mask < f.p2; mask <<= 1) {
     const int mine = nr & ~(mask - 1), theirs = mine ^ mask;
