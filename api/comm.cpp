@@ -255,8 +255,17 @@ Status Comm::sendrecv_(const void* sbuf, std::size_t scount, int dest, int stag,
   check_buffer("sendrecv", "sbuf", sbuf, scount);
   check_buffer("sendrecv", "rbuf", rbuf, rcount);
   detail::Engine& e = c.engine();
-  detail::RequestState* r = e.irecv(c, Channel::user, rbuf, rbytes, source, rtag);
+  // The send first: when the partner's rendezvous message is already here, the receive's
+  // read then starts knowing this rank has a message of its own in flight to it (traffic
+  // both ways: each side copies its own direction, Endpoint::get).
   detail::RequestState* s = e.isend(c, Channel::user, sbuf, sbytes, dest, stag, false);
+  detail::RequestState* r = nullptr;
+  try {
+    r = e.irecv(c, Channel::user, rbuf, rbytes, source, rtag);
+  } catch (...) {
+    e.wait(s);
+    throw;
+  }
   Status st;
   try {
     st = e.wait(r);

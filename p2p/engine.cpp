@@ -78,6 +78,7 @@ struct Engine::Peer {
   std::deque<Pending> control;  // acks and credit returns (no ordering with data)
   std::deque<Pending> data;     // eager and rendezvous starts, in send order
   bool listed = false;          // in pending_peers_
+  std::uint32_t rndv_out = 0;   // rendezvous sends to the peer not yet finished (no FIN yet)
 
   // Whether an eager message of `bytes` fits this peer's remaining credit.
   bool has_credit_for(std::size_t bytes) const { return credits >= credit_charge(bytes); }
@@ -299,6 +300,7 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   e.credits = take_owed(p);
   RtsHeader h{e, bytes, reinterpret_cast<std::uint64_t>(r), reinterpret_cast<std::uint64_t>(buf),
               r->key};
+  ++p.rndv_out;
   send_or_queue(p, world, Am::rts, p2p::bytes_of(h), {}, false, nullptr, false);
   return r;
 }
@@ -451,8 +453,8 @@ void Engine::start_rendezvous(RequestState* r, int peer_world, const RtsHeader& 
   ++active_gets_;
   Peer& p = peer(peer_world);
   const rt::TStatus s = endpoint_of(p, peer_world)
-                            .get(std::span(static_cast<std::byte*>(r->buf), h.size), h.addr,
-                                 h.key, &r->get_done);
+                            .get(std::span(static_cast<std::byte*>(r->buf), h.size), h.addr, h.key,
+                                 &r->get_done, p.rndv_out > 0);
   if (s != rt::TStatus::ok) {
     --active_gets_;
     fail(r, Errc::transport,
@@ -551,6 +553,7 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
         std::span<const std::byte> region(static_cast<const std::byte*>(r->sbuf), r->bytes);
         p.ep->transport().deregister_memory(region, r->key);
         r->registered = false;
+        if (p.rndv_out > 0) --p.rndv_out;
       }
       complete(r);
       return;

@@ -67,8 +67,11 @@ public:
   virtual TStatus send_am(AmId id, std::span<const std::byte> header,
                           std::span<const std::byte> payload, bool inline_hint) = 0;
   // RDMA-read semantics: fill `local` from the peer's registered memory at `remote_addr`.
-  virtual TStatus get(std::span<std::byte> local, std::uint64_t remote_addr,
-                      const RemoteKey& key, Completion* done) = 0;
+  // `both_ways`: the caller has data of its own in flight to this peer too (a rendezvous send
+  // it has not seen finish), so the peer is reading from it or about to: a transport whose
+  // mechanisms borrow the peer's CPU may prefer one that leaves it to its own reading.
+  virtual TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
+                      Completion* done, bool both_ways) = 0;
   // RDMA-write semantics: copy `local` to the peer's registered memory at `remote_addr`.
   virtual TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr,
                       const RemoteKey& key, Completion* done) = 0;

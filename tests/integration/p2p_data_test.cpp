@@ -376,6 +376,48 @@ TEST(Rendezvous, TrafficBothWays_EveryByteArrives_EachReadsItsOwn) {
   }
 }
 
+// An exchange of one rendezvous message each way (sendrecv, as a halo exchange does): a rank
+// that reads its partner's message while its own is still unread in flight knows the traffic
+// runs both ways (its rendezvous send has seen no FIN yet), whether or not the partner has
+// started reading: with RMP_SHM_COPY=auto and cross-memory attach, such a get is a single
+// copy (sendrecv posts its send first, so that is every get in a steady exchange: 12 of 12
+// at 2-8 ranks). Every byte arrives.
+TEST(Rendezvous, SendrecvExchange_EveryByteArrives_ReadsAsTrafficBothWays) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  const std::size_t bytes = std::max<std::size_t>(knobs().eager_threshold + 1, (512u << 10) + 7);
+  constexpr int kExchanges = 12;
+  const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  const bool cma = cma_between_ranks(w);
+  const rmp::rt::Counters before = rmp::rt::counters();
+  if (partner < n) {
+    std::vector<std::byte> in(bytes);
+    for (int i = 0; i < kExchanges; ++i) {
+      const auto out =
+          make_message<std::byte>(bytes, seed(r, partner, static_cast<std::uint64_t>(i), 0x6c));
+      w.sendrecv(out.data(), bytes, partner, 40, in.data(), bytes, partner, 40);
+      EXPECT_TRUE(matches(in.data(), bytes, seed(partner, r, static_cast<std::uint64_t>(i), 0x6c)))
+          << "exchange " << i << " of " << bytes << " B from " << partner;
+    }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t both_ways = after.shm_gets_both_ways - before.shm_gets_both_ways;
+  const bool chooses = !std::getenv("RMP_SHM_COPY") || env_is("RMP_SHM_COPY", "auto");
+  if (partner < n && chooses && cma && proto_of(bytes) == Proto::rndv) {
+    // (All of them unless the partner read this rank's message and its FIN came in before
+    // this rank's receive matched: possible when a rank is descheduled at that moment.)
+    EXPECT_GE(both_ways, static_cast<std::uint64_t>(kExchanges / 2))
+        << "gets of an exchange read as traffic both ways, on rank " << r << " (single "
+        << after.shm_gets_single - before.shm_gets_single << ", chunks "
+        << after.shm_gets_chunks - before.shm_gets_chunks << ", split "
+        << after.shm_gets_split - before.shm_gets_split << ")";
+  } else if (!chooses || !cma) {
+    EXPECT_EQ(both_ways, 0u) << "a forced mechanism, or no cross-memory attach";
+  }
+  w.barrier();
+}
+
 // Eager payloads of at least 8 KiB go into the byte ring with cached or streaming stores, as
 // measured (RMP_SHM_COPY=auto: both are tried in the warm-up of every size class), or as a
 // variant forces (streaming: every one; chunks, single, split: none). Ping-pong and windows

@@ -17,7 +17,7 @@ public:
   TStatus send_am(AmId id, std::span<const std::byte> header, std::span<const std::byte> payload,
                   bool inline_hint) override;
   TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
-              Completion* done) override;
+              Completion* done, bool both_ways) override;
   TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
               Completion* done) override;
   Transport& transport() override;
@@ -93,8 +93,8 @@ TStatus SelfEndpoint::send_am(AmId id, std::span<const std::byte> header,
   return TStatus::ok;
 }
 
-TStatus SelfEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr,
-                          const RemoteKey&, Completion* done) {
+TStatus SelfEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
+                          Completion* done, bool) {
   if (!local.empty()) std::memcpy(local.data(), reinterpret_cast<const void*>(remote_addr), local.size());
   t_.complete_later(done);
   return TStatus::ok;

@@ -170,7 +170,7 @@ public:
     });
   }
   TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
-              Completion* done) override;
+              Completion* done, bool both_ways) override;
   TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
               Completion* done) override;
   Transport& transport() override;
@@ -480,20 +480,21 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
 }
 
 TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
-                         Completion* done) {
+                         Completion* done, bool sending_too) {
   if (local.empty()) {
     t_.complete_later(done, TStatus::ok);
     return TStatus::ok;
   }
-  // Traffic both ways (the peer reading from us as we start reading from it, as in a
-  // bidirectional bandwidth test or an exchange): each core has its own direction to copy,
+  // Traffic both ways (the peer reading from us as we start reading from it, or about to:
+  // the caller has a rendezvous send to it in flight; a bidirectional bandwidth test, an
+  // exchange): each core has its own direction to copy,
   // and a mechanism that borrows the peer's core (chunks, split) only moves work onto a busy
   // core. Each reads with cross-memory attach, and the chooser, which judges mechanisms
   // on one direction's gets, neither chooses these (its warm-up and re-measuring turns stay
   // for gets it times) nor hears of them (2 ranks, bidirectional windows of 64, interleaved:
   // 1 MiB 11.0 GB/s chosen, 13.1 split, 11.6 single, 14.5 OpenMPI).
-  const bool both_ways =
-      t_.automatic_copy() && t_.cma_ok() && peer_reading_->load(std::memory_order_relaxed) > 0;
+  const bool both_ways = t_.automatic_copy() && t_.cma_ok() &&
+                         (sending_too || peer_reading_->load(std::memory_order_relaxed) > 0);
   GetJob j{local.data(),
            local.size(),
            0,
