@@ -380,6 +380,45 @@ void expect_rank_order_sum(const std::vector<double>& got, int p, int k, std::ui
     ASSERT_NEAR(got[i], ref[i], 1e-12 * std::abs(ref[i])) << what << " " << k << " at " << i;
 }
 
+// Where a path choice starts (collectives/node_shared.cpp, PathChoice): an allgather or
+// alltoall of 4 KiB blocks chooses nothing, one of 4 KiB + 64 chooses where ranks have cores of
+// their own (and, with ranks sharing cores, an alltoall above eager_threshold where its direct
+// path is open); a bcast of 4 KiB + 64 chooses only above eager_threshold. Every call that
+// chooses counts once on every rank.
+TEST(CollData, PathChoice_StartsAboveFourKiB_ForAllgatherAndAlltoall) {
+  const rmp::Comm& w = rmp::world();
+  const int p = size();
+  const bool cma = cma_between_ranks(w);
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
+  const bool own_cores = !(cores > 0 && p > cores);
+  auto chosen = [] {
+    const rmp::rt::Counters c = rmp::rt::counters();
+    return c.coll_shm_path + c.coll_p2p_path + c.coll_direct_path;
+  };
+  const std::size_t at = 4096, above = 4096 + 64, eager = knobs().eager_threshold;
+  std::vector<std::byte> in(above * static_cast<std::size_t>(p), std::byte{1}),
+      out(above * static_cast<std::size_t>(p));
+  auto count = [&](auto&& call) {
+    const std::uint64_t before = chosen();
+    call();
+    return chosen() - before;
+  };
+  const bool ag_free = !std::getenv("RMP_ALLGATHER_ALGO"),
+             a2a_free = !std::getenv("RMP_ALLTOALL_ALGO"), bc_free = !std::getenv("RMP_BCAST_ALGO");
+  EXPECT_EQ(count([&] { w.allgather(in.data(), at, out.data()); }), 0u) << "allgather of 4 KiB";
+  EXPECT_EQ(count([&] { w.alltoall(in.data(), at, out.data()); }), 0u) << "alltoall of 4 KiB";
+  EXPECT_EQ(count([&] { w.allgather(in.data(), above, out.data()); }),
+            p > 1 && ag_free && own_cores ? 1u : 0u)
+      << "allgather of 4 KiB + 64";
+  EXPECT_EQ(count([&] { w.alltoall(in.data(), above, out.data()); }),
+            p > 1 && a2a_free && (own_cores || (cma && above > eager)) ? 1u : 0u)
+      << "alltoall of 4 KiB + 64";
+  EXPECT_EQ(count([&] { w.bcast(in.data(), above, 0); }),
+            p > 1 && bc_free && own_cores && above > eager ? 1u : 0u)
+      << "bcast of 4 KiB + 64 (eager_threshold " << eager << ")";
+  w.barrier();
+}
+
 TEST(CollData, PathChoice_BothPathsCarryTheData) {
   const rmp::Comm& w = rmp::world();
   const int p = size(), me = rank();
