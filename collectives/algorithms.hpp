@@ -120,6 +120,15 @@ std::vector<HalvingStep> halving_steps(const Fold& f, const Blocks& blocks, int 
 // Elements of scratch original rank r needs for what arrives: the whole vector at the fold,
 // else the first kept half (the later ones lie inside it).
 std::size_t halving_scratch(const Fold& f, const Blocks& blocks, int r);
+// The recursive doubling that undoes it (Rabenseifner's allgather half; the blocking allreduce
+// and the non-blocking one's schedule): at each step new rank nr sends the elements it has
+// gathered, [mine, mine + nmine), to `partner` and receives the partner's, [theirs, theirs +
+// ntheirs).
+struct DoublingStep {
+  int partner;
+  std::size_t mine, nmine, theirs, ntheirs;
+};
+std::vector<DoublingStep> doubling_steps(const Fold& f, const Blocks& blocks, int nr);
 
 // ring.cpp — segmented rings (segments of fragment_size bytes, pipeline_depth of them in
 // flight, each forwarded as soon as it arrives).

@@ -14,19 +14,15 @@ void allreduce_rabenseifner(const CommImpl& c, const void* in, void* out, std::s
   if (n == 1 || bytes == 0) return;
   const Fold f(n);
   const Blocks blocks = Blocks::even(count, n);
-  auto elem = [&](int nr) { return blocks.start(f.first_original(nr)); };
   std::byte* work = static_cast<std::byte*>(out);
   const int nr = halving_reduce_scatter(c, work, blocks, esize, t, op, kAllreduce);
   if (nr < 0) {  // sat out: the odd neighbour hands back the result
     recv(c, out, bytes, r + 1, kAllreduce);
     return;
   }
-  for (int mask = 1; mask < f.p2; mask <<= 1) {
-    const int lo = nr & ~(mask - 1), plo = lo ^ mask;
-    const int partner = f.survivor(nr ^ mask);
-    exchange(c, work + elem(lo) * esize, (elem(lo + mask) - elem(lo)) * esize, partner,
-             work + elem(plo) * esize, (elem(plo + mask) - elem(plo)) * esize, partner, kAllreduce);
-  }
+  for (const DoublingStep& d : doubling_steps(f, blocks, nr))
+    exchange(c, work + d.mine * esize, d.nmine * esize, d.partner, work + d.theirs * esize,
+             d.ntheirs * esize, d.partner, kAllreduce);
   if (f.folded(r)) send(c, out, bytes, r - 1, kAllreduce);
 }
 

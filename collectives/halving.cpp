@@ -23,6 +23,17 @@ std::vector<HalvingStep> halving_steps(const Fold& f, const Blocks& blocks, int 
   return steps;
 }
 
+std::vector<DoublingStep> doubling_steps(const Fold& f, const Blocks& blocks, int nr) {
+  auto elem = [&](int q) { return blocks.start(f.first_original(q)); };
+  std::vector<DoublingStep> steps;
+  for (int mask = 1; mask < f.p2; mask <<= 1) {
+    const int mine = nr & ~(mask - 1), theirs = mine ^ mask;
+    steps.push_back({f.survivor(nr ^ mask), elem(mine), elem(mine + mask) - elem(mine),
+                     elem(theirs), elem(theirs + mask) - elem(theirs)});
+  }
+  return steps;
+}
+
 std::size_t halving_scratch(const Fold& f, const Blocks& blocks, int r) {
   if (f.folded(r)) return blocks.total();
   if (f.p2 < 2) return 0;

@@ -653,11 +653,10 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   }
   --run.left;
   path_ = run.path;
-  const std::uint8_t path = run.path;
   rt::Counters& n = ctx.counters();
-  ++(path == NodeShared::kP2pPath      ? n.coll_p2p_path
-     : path == NodeShared::kDirectPath ? n.coll_direct_path
-                                       : n.coll_shm_path);
+  ++(path_ == NodeShared::kP2pPath      ? n.coll_p2p_path
+     : path_ == NodeShared::kDirectPath ? n.coll_direct_path
+                                        : n.coll_shm_path);
 }
 
 PathChoice::~PathChoice() {

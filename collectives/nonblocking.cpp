@@ -151,7 +151,6 @@ void add_rabenseifner_allreduce(Schedule& s, std::byte* work, std::size_t count,
   const std::size_t bytes = count * esize;
   const Fold f(s.comm().size());
   const Blocks blocks = Blocks::even(count, s.comm().size());
-  auto elem = [&](int nr) { return blocks.start(f.first_original(nr)); };
   auto at = [=](std::size_t e) { return work + e * esize; };
   if (f.sits_out(r)) {  // hands its vector to its odd neighbour, which hands back the result
     s.send(work, bytes, r + 1);
@@ -175,11 +174,9 @@ void add_rabenseifner_allreduce(Schedule& s, std::byte* work, std::size_t count,
     s.then([=] { reduce_apply(op, t, tmp, into, nkeep); });
     s.next_round();
   }
-  for (int mask = 1; mask < f.p2; mask <<= 1) {
-    const int mine = nr & ~(mask - 1), theirs = mine ^ mask;
-    const int partner = f.survivor(nr ^ mask);
-    s.send(at(elem(mine)), (elem(mine + mask) - elem(mine)) * esize, partner);
-    s.recv(at(elem(theirs)), (elem(theirs + mask) - elem(theirs)) * esize, partner);
+  for (const DoublingStep& d : doubling_steps(f, blocks, nr)) {
+    s.send(at(d.mine), d.nmine * esize, d.partner);
+    s.recv(at(d.theirs), d.ntheirs * esize, d.partner);
     s.next_round();
   }
   if (f.folded(r)) {

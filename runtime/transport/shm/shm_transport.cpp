@@ -480,21 +480,21 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
 }
 
 TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
-                         Completion* done, bool sending_too) {
+                         Completion* done, bool both_ways) {
   if (local.empty()) {
     t_.complete_later(done, TStatus::ok);
     return TStatus::ok;
   }
-  // Traffic both ways (the peer reading from us as we start reading from it, or about to:
-  // the caller has a rendezvous send to it in flight; a bidirectional bandwidth test, an
-  // exchange): each core has its own direction to copy,
-  // and a mechanism that borrows the peer's core (chunks, split) only moves work onto a busy
-  // core. Each reads with cross-memory attach, and the chooser, which judges mechanisms
-  // on one direction's gets, neither chooses these (its warm-up and re-measuring turns stay
-  // for gets it times) nor hears of them (2 ranks, bidirectional windows of 64, interleaved:
-  // 1 MiB 11.0 GB/s chosen, 13.1 split, 11.6 single, 14.5 OpenMPI).
-  const bool both_ways = t_.automatic_copy() && t_.cma_ok() &&
-                         (sending_too || peer_reading_->load(std::memory_order_relaxed) > 0);
+  // Traffic both ways (the caller has a rendezvous send to the peer in flight, or the peer
+  // is reading from us already: a bidirectional bandwidth test, an exchange): each core has
+  // its own direction to copy, and a mechanism that borrows the peer's core (chunks, split)
+  // only moves work onto a busy core. Each reads with cross-memory attach, and the chooser,
+  // which judges mechanisms on one direction's gets, neither chooses these (its warm-up and
+  // re-measuring turns stay for gets it times) nor hears of them (2 ranks, bidirectional
+  // windows of 64, interleaved: 1 MiB 11.0 GB/s chosen, 13.1 split, 11.6 single, 14.5
+  // OpenMPI).
+  const bool own_direction = t_.automatic_copy() && t_.cma_ok() &&
+                             (both_ways || peer_reading_->load(std::memory_order_relaxed) > 0);
   GetJob j{local.data(),
            local.size(),
            0,
@@ -503,8 +503,8 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
            0,
            {},
            remote_addr,
-           both_ways ? CopyChooser::Mode::single : t_.copy_mode(local.size()),
-           !both_ways};
+           own_direction ? CopyChooser::Mode::single : t_.copy_mode(local.size()),
+           !own_direction};
   if (!waiting_.empty() || (gets_running_ > 0 && !same_queue(j.mode, running_mode_))) {
     waiting_.push_back(j);
     t_.mark_busy(this);
