@@ -1067,61 +1067,73 @@ void combine_direct(NodeShared& ns, int n, int r, const std::byte* in, std::size
   for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
 }
 
+// At the root of a direct reduce, once every rank is done: throws for a rank that could not
+// write its part into the root's memory in this round.
+void throw_if_push_failed(NodeShared& ns, int n, std::uint64_t round) {
+  for (int q = 0; q < n; ++q)
+    if (ns.push_failed(q) == round)
+      throw Error(Errc::transport,
+                  "collectives: reduce: rank " + std::to_string(q) +
+                      " could not deliver its part to the root (cross-memory attach failed)");
+}
+
 }  // namespace
 
 void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
                        std::size_t count, std::size_t esize, Type t, Op op, int root) {
   if (!ns.direct_ok() || count * esize <= kMaxBytes)
     return shm_reduce(c, ns, in, out, count, esize, t, op, root);
-  // One round, the vector in blocks of a quarter chunk, combined at the root in rank order
-  // (the same bits as shm_reduce). A vector of fewer than 4 × depth blocks is pulled: the
-  // root reads the others' blocks with cross-memory attach and combines them, and the
-  // others leave once it has read them all. A longer one is pushed: every other rank writes
-  // its blocks into the root's scratch space (`depth` slots each) while the root combines
-  // the blocks before, so that reading and combining run on different cores. Two ranks,
-  // doubles: pushed 1 MiB 123-188 us and 4 MiB 557-729, pulled 186-260 and 894-1100; pulled
-  // 32 KiB 4.0-5.3 us and 256 KiB 23-36, pushed 7.6-10.7 and 32-50 (one or two blocks,
-  // nothing to overlap); at 512 KiB (4 blocks) pulling was no slower (55-88 against 68-95),
-  // so the pipeline's filling and draining must be a small part of the vector.
+  // One round, the vector in blocks of a quarter chunk, combined in rank order (the same bits
+  // as shm_reduce). Up to 4 × depth blocks, or with ranks sharing cores, it is sliced as the
+  // direct allreduce is: rank q reads slice q of every input with cross-memory attach,
+  // combines it and writes it into the root's output, so that every core reads and combines
+  // a share. A longer vector with cores of their own is pushed: every other rank writes its
+  // blocks into the root's scratch space (`depth` slots each) while the root combines the
+  // blocks before, so that reading and combining run on different cores.
+  // Two ranks, doubles, medians of interleaved runs (6-8, near): sliced against the root
+  // pulling every other rank's input, as it did before, 256 KiB 22.5 against 29.8 us, 1 MiB
+  // 107 against 132 (then pushed); sliced against pushed, 1 MiB 116 against 136, 2 MiB 300
+  // against 292, 4 MiB 626 against 577, 16 MiB 2.92 ms against 2.37. Four ranks on two
+  // cores (forced): sliced against pulled 64 KiB 21.7 against 26.3 us, 1 MiB 300 against 585,
+  // 4 MiB 1184 against 2293. (The push is not for ranks sharing cores: a pusher waits for the
+  // root alone, and kept its core while the root waited for a rank queued behind it.)
   const int n = c.size(), r = c.rank();
   const auto* src = static_cast<const std::byte*>(in ? in : out);
+  auto* dst = static_cast<std::byte*>(out);
   const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
   const std::size_t depth = std::clamp<std::size_t>(ns.chunks(), 2, 4);
   const std::size_t blocks = (count + per - 1) / per;
-  // (Not with ranks sharing cores: a pusher waits for the root alone, and kept its core while
-  // the root waited for a rank queued behind it.)
-  const bool push = blocks >= 4 * depth && ns.own_cores();
-  // Scratch before anything is published. Pulled: two blocks read, one aside (in place);
-  // pushed: `depth` slots for each other rank, one aside.
-  std::byte* tmp =
-      r != root ? nullptr
-                : ns.scratch(((push ? static_cast<std::size_t>(n - 1) * depth : 2) + 1) * block);
+  const bool push = blocks > 4 * depth && ns.own_cores();
+  // Scratch before anything is published. Sliced: three blocks for combine_direct and, off
+  // the root, one for the result; pushed: `depth` slots for each other rank, one aside.
+  std::byte* tmp = !push       ? ns.scratch(4 * block)
+                   : r == root ? ns.scratch((static_cast<std::size_t>(n - 1) * depth + 1) * block)
+                               : nullptr;
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
-  if (!push) {
-    ns.set_source(c, src);  // the root reads it
-  } else if (r == root) {
-    ns.set_result(c, tmp);  // the others write into it
-  }
+  if (!push) ns.set_source(c, src);                   // every rank reads its slice of it
+  if (r == root) ns.set_result(c, push ? tmp : dst);  // the others write into it
   ns.set_mark(c, NodeShared::mark(round, 1));
   // Every rank waits for all to publish, the others too: with ranks sharing cores a rank
   // waiting for the root alone kept its core while the root waited for a rank queued behind
   // it on that core (where_awaited saw only the root, running elsewhere): 3 ms a call, a
   // time slice, at 4 ranks on 2 cores. Waiting for all, it yields to the rank behind it.
   ns.wait_mark(c, NodeShared::mark(round, 1));
-  auto* dst = static_cast<std::byte*>(out);
   if (!push) {
-    if (r != root) {
-      ns.wait_mark(c, NodeShared::mark(round, 3), root);  // the root has read this input
-      ns.set_mark(c, NodeShared::mark(round, 3));
-      return;
+    // In place, slice q of the root's output is read by rank q alone, before rank q writes
+    // it. A rank whose write failed says so in its failure line; the root throws.
+    std::byte* into = r == root ? dst : ns.result(root);
+    const std::size_t end = even_offset(count, n, r + 1);
+    for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
+      const std::size_t cnt = std::min(per, end - first), pos = first * esize;
+      std::byte* acc = r == root ? dst + pos : tmp + 3 * block;
+      combine_direct(ns, n, r, in ? src : nullptr, pos, cnt, esize, t, op, tmp, block, acc);
+      if (r != root) ns.write_direct(root, acc, into + pos, cnt * esize);
     }
-    for (std::size_t first = 0; first < count; first += per) {
-      const std::size_t cnt = std::min(per, count - first);
-      combine_direct(ns, n, r, in ? src : nullptr, first * esize, cnt, esize, t, op, tmp, block,
-                     dst + first * esize);
-    }
-    ns.set_mark(c, NodeShared::mark(round, 3));  // (the others' marks follow: nothing to wait for)
+    if (r != root && ns.direct_failed()) ns.set_push_failed(c, round);
+    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.wait_mark(c, NodeShared::mark(round, 3));  // all slices are in, nobody reads an input
+    if (r == root) throw_if_push_failed(ns, n, round);
     ns.direct_done();
     return;
   }
@@ -1166,10 +1178,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     ns.set_consumed(c, key(b + 1));
   }
   ns.set_mark(c, NodeShared::mark(round, 3));
-  for (int q = 0; q < n; ++q)
-    if (ns.push_failed(q) == round)
-      throw Error(Errc::transport, "collectives: reduce: rank " + std::to_string(q) +
-                                       " could not write its part into the root's memory");
+  throw_if_push_failed(ns, n, round);
 }
 
 void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
