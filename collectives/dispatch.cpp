@@ -25,6 +25,7 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
   const PathChoice path(c, algo == BcastAlgo::shm ? ns : nullptr, Coll::bcast, bytes,
                         (root + 1) % c.size());
   if (path.p2p()) algo = choose<BcastAlgo>(Coll::bcast, c, bytes);
+  if (path.direct()) algo = BcastAlgo::shm_direct;
   switch (algo) {
     case BcastAlgo::binomial:
       return bcast_binomial(c, buf, bytes, root);

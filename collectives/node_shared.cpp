@@ -295,6 +295,8 @@ public:
     pushes_ += blocks;
     return first;
   }
+  // The round of the last direct call in which this rank could not write (or read) its part
+  // into another rank's memory: a direct reduce's non-root, a split bcast's root.
   void set_push_failed(const CommImpl& c, std::uint64_t round) {
     set_line(c, kPushFailedLine, round);
   }
@@ -359,6 +361,16 @@ public:
           path_index(Coll::reduce), path_index(Coll::reduce, false)}) {
       if (!own_cores_ && a != path_index(Coll::alltoall)) continue;
       path_enabled_[a] |= 1u << kDirectPath;
+      path_times_[a] = PathTimes(path_enabled_[a], path_pace());
+    }
+    // The bcast's direct path takes the place of its chunks where ranks have cores of their
+    // own: it was the faster of the two at every size measured (2 ranks, both forced, in
+    // interleaved runs: 8 KiB 1.0-1.2 against 1.7 us, 64 KiB 3.5-3.6 against 10, 1 MiB 30
+    // against 62-88), so a choice among three paths would only have paid for tries of the
+    // chunks.
+    if (own_cores_) {
+      const std::size_t a = path_index(Coll::bcast);
+      path_enabled_[a] = (path_enabled_[a] & ~(1u << kShmPath)) | 1u << kDirectPath;
       path_times_[a] = PathTimes(path_enabled_[a], path_pace());
     }
   }
@@ -608,6 +620,10 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
     : index_(NodeShared::path_index(k, exact)), bytes_(bytes) {
   if (!ns) return;
   rt::Context& ctx = c.engine().context();
+  // The node-shared path of a call that does not choose: the chunks, or the direct path
+  // where that has taken their place (a bcast whose ranks have cores of their own).
+  const bool chunks = ns->paths(index_) >> NodeShared::kShmPath & 1;
+  if (!chunks) path_ = NodeShared::kDirectPath;
   // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
   // (Not at or below kMaxBytes either: there the direct allreduce and reduce are the
   // node-shared path's small forms, and their time would be recorded as the direct path's.)
@@ -615,10 +631,13 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   // whose ranks have cores of their own from kMaxBytes on: their direct paths move every
   // block once at any size (2 ranks, 8-32 KiB, 8 interleaved pairs, announced every call:
   // allgather 0.68-1.0 of the time with the choice from eager_threshold, alltoall 0.82-1.0).
-  // Not the others: a bcast, reduce or allreduce of 8 KiB took 1.1-1.25 of the time, the
-  // announcement and the tries of the slower paths costing more than the choice won.
-  const bool from_small =
-      ns->own_cores() && (k == Coll::allgather || k == Coll::allgatherv || k == Coll::alltoall);
+  // So does a bcast choosing between its direct path and point-to-point (2 ranks, 6
+  // interleaved runs against the chunks and the choice from eager_threshold: 8 KiB 0.66
+  // against 1.08 of OpenMPI's time, 16 KiB 0.81 against 1.93). Not the others: a bcast with
+  // chunks, a reduce or an allreduce of 8 KiB took 1.1-1.25 of the time, the announcement and
+  // the tries of the slower paths costing more than the choice won.
+  const bool from_small = ns->own_cores() && (k == Coll::allgather || k == Coll::allgatherv ||
+                                              k == Coll::alltoall || !chunks);
   const std::size_t least =
       from_small ? kMaxBytes : std::max(ctx.coll_params().eager_threshold, kMaxBytes);
   if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || forced(k, c) >= 0) return;
@@ -634,14 +653,16 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   // against 45.6 with the path forced). With cores of their own it announces every call: the
   // bcast costs a cache line each way, and it starts the ranks together, which the direct
   // allreduce needs (2 ranks, 1 MiB, interleaved: 111 us announced every call, 156 with runs
-  // of 32, 171 with the path forced).
+  // of 32, 171 with the path forced). Except a bcast's: there the announcement goes from a
+  // receiver to the root, against the data, a round trip before the root can start (2 ranks,
+  // 8 / 16 / 64 KiB: 1.17 / 1.67 / 4.60 us a call with runs, 2.03 / 2.53 / 4.83 every call).
   NodeShared::PathRun& run = ns->path_run(index_, NodeShared::PathTimes::bucket_of(bytes));
   if (run.left == 0) {
     std::uint32_t announced[2] = {};
     const std::uint64_t b = ns->next_small_bcast();
     if (c.rank() == decider) {
-      const auto [mode, uses] =
-          ns->path_times(index_).choose_run(bytes, ns->own_cores() ? 1 : kMaxRun);
+      const auto [mode, uses] = ns->path_times(index_).choose_run(
+          bytes, ns->own_cores() && k != Coll::bcast ? 1 : kMaxRun);
       announced[0] = static_cast<std::uint32_t>(mode);
       announced[1] = static_cast<std::uint32_t>(uses);
       ns->small_bcast_root(c, announced, sizeof announced, b);
@@ -981,9 +1002,46 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
 }
 
 void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {
-  if (!ns.direct_ok()) return shm_bcast(c, ns, buf, bytes, root);
-  // One round: the root publishes its buffer's address; the others read it and say so.
+  if (!ns.direct_ok() || bytes <= kMaxBytes) return shm_bcast(c, ns, buf, bytes, root);
+  const int n = c.size();
   const std::uint64_t round = ns.next_round();
+  // Split, where ranks have cores of their own and the root's share takes longer to copy
+  // than a copy takes to start: every rank publishes its buffer; the root writes the first
+  // 1/n of the message into every other rank's buffer while each of them reads the rest from
+  // the root's, so that the root's core copies as much as each other's. 2 ranks, 8
+  // interleaved runs against the others all reading: 32 KiB 2.33 against 2.76 us, 64 KiB 3.49
+  // against 4.32, 256 KiB 8.75 against 14.5, 1 MiB 30.5 against 82.4; at 8 and 16 KiB the
+  // extra wait and copy made it slower (1.57 against 1.03 us, 1.85 against 1.30).
+  const rt::Params& p = c.engine().context().params();
+  const std::size_t share = even_offset(bytes / kLine, n, 1) * kLine;
+  if (ns.own_cores() && share > 0 &&
+      static_cast<double>(share) >= p.rndv_setup_us * 1e-6 * p.get_bw) {
+    ns.wait_chunk_free(c, round);
+    if (c.rank() == root) {
+      ns.set_source(c, buf);
+    } else {
+      ns.set_result(c, buf);
+    }
+    ns.set_mark(c, NodeShared::mark(round, 1));
+    ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (c.rank() == root) {
+      for (int s = 1; s < n; ++s) {
+        const int q = (root + s) % n;
+        ns.write_direct(q, buf, ns.result(q), share);
+      }
+    } else {
+      ns.read_direct(root, at(ns.source(root), share), at(buf, share), bytes - share);
+    }
+    if (c.rank() == root && ns.direct_failed()) ns.set_push_failed(c, round);
+    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.wait_mark(c, NodeShared::mark(round, 3));  // all copies are done
+    if (c.rank() != root && ns.push_failed(root) == round)
+      throw Error(Errc::transport, "collectives: bcast: root " + std::to_string(root) +
+                                       " could not write its share into this rank's buffer");
+    ns.direct_done();
+    return;
+  }
+  // One round: the root publishes its buffer's address; the others read it and say so.
   if (c.rank() == root) {
     ns.wait_chunk_free(c, round);
     ns.set_source(c, buf);

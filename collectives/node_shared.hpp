@@ -25,7 +25,9 @@ NodeShared* node_shared(const detail::CommImpl& c);
 
 // Which path a bcast, reduce, allgather(v), alltoall or allreduce takes when the node-shared
 // one was selected: that one, or the point-to-point algorithm the formulas pick, or the direct
-// path (reduce, allgather(v), alltoall, allreduce). An allreduce, and a reduce of floating or
+// path (reduce, allgather(v), alltoall, allreduce, bcast; a bcast whose ranks have cores of
+// their own and whose direct path works has that path instead of the chunks, and chooses
+// between it and point-to-point above 4 KiB). An allreduce, and a reduce of floating or
 // complex values, choose between their two node-shared paths only: they combine in the same
 // order, point-to-point in another, and two equal calls must give equal bits. The node-shared
 // paths move data twice, through shared chunks; the direct paths once, with cross-memory
@@ -36,10 +38,11 @@ NodeShared* node_shared(const detail::CommImpl& c);
 // of their own let one rank measure: `decider` (the root of a reduce, the rank after the
 // root of a bcast, rank 0 of an allreduce, allgather or alltoall: a rank whose call lasts until
 // its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells the
-// others its choice through a small bcast (with ranks sharing cores once for a run of calls
-// of a size class: MeasuredChoice::choose_run). With ranks sharing cores (every rendezvous
-// handshake then waits for a process switch) only the alltoall chooses, between its node-shared and
-// direct paths, above eager_threshold. Not when RMP_<COLL>_ALGO forces an algorithm.
+// others its choice through a small bcast (with ranks sharing cores, and for a bcast, once for
+// a run of calls of a size class: MeasuredChoice::choose_run). With ranks sharing cores (every
+// rendezvous handshake then waits for a process switch) only the alltoall chooses, between its
+// node-shared and direct paths, above eager_threshold. Not when RMP_<COLL>_ALGO forces an
+// algorithm.
 class PathChoice {
 public:
   // `ns`: the communicator's node-shared state when the call selected that path, else nullptr
@@ -94,7 +97,9 @@ void shm_reduce_direct(const detail::CommImpl& c, NodeShared& ns, const void* in
 void shm_bcast(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root);
 // The same, the others reading straight from the root's buffer with cross-memory attach (one
 // copy instead of two through the root's chunks); the root leaves once all have read. Where
-// cross-memory attach does not work between the members, shm_bcast.
+// ranks have cores of their own and the message is long enough, the root writes the first
+// 1/n of it into every other rank's buffer meanwhile. Up to 4 KiB, or where cross-memory
+// attach does not work between the members, shm_bcast.
 void shm_bcast_direct(const detail::CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes,
                       int root);
 // reduce_scatter(_block): block q (counts[q] elements) of the reduction to rank q; `in` ==

@@ -383,8 +383,9 @@ void expect_rank_order_sum(const std::vector<double>& got, int p, int k, std::ui
 // Where a path choice starts (collectives/node_shared.cpp, PathChoice): an allgather or
 // alltoall of 4 KiB blocks chooses nothing, one of 4 KiB + 64 chooses where ranks have cores of
 // their own (and, with ranks sharing cores, an alltoall above eager_threshold where its direct
-// path is open); a bcast of 4 KiB + 64 chooses only above eager_threshold. Every call that
-// chooses counts once on every rank.
+// path is open); so does a bcast of 4 KiB + 64 where ranks have cores of their own and its
+// direct path is open (it chooses between that and point-to-point), else only above
+// eager_threshold. Every call that chooses counts once on every rank.
 TEST(CollData, PathChoice_StartsAboveFourKiB_ForAllgatherAndAlltoall) {
   const rmp::Comm& w = rmp::world();
   const int p = size();
@@ -414,7 +415,7 @@ TEST(CollData, PathChoice_StartsAboveFourKiB_ForAllgatherAndAlltoall) {
             p > 1 && a2a_free && (own_cores || (cma && above > eager)) ? 1u : 0u)
       << "alltoall of 4 KiB + 64";
   EXPECT_EQ(count([&] { w.bcast(in.data(), above, 0); }),
-            p > 1 && bc_free && own_cores && above > eager ? 1u : 0u)
+            p > 1 && bc_free && own_cores && (cma || above > eager) ? 1u : 0u)
       << "bcast of 4 KiB + 64 (eager_threshold " << eager << ")";
   w.barrier();
 }

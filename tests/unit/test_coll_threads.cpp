@@ -278,6 +278,11 @@ void bcast_shm(const CommImpl& c, void* buf, std::size_t bytes, int root) {
   if (coll::NodeShared* ns = coll::node_shared(c)) return coll::shm_bcast(c, *ns, buf, bytes, root);
   coll::bcast_binomial(c, buf, bytes, root);
 }
+void bcast_shm_direct(const CommImpl& c, void* buf, std::size_t bytes, int root) {
+  if (coll::NodeShared* ns = coll::node_shared(c))
+    return coll::shm_bcast_direct(c, *ns, buf, bytes, root);
+  coll::bcast_binomial(c, buf, bytes, root);
+}
 void allreduce_shm(const CommImpl& c, const void* in, void* out, std::size_t count,
                    std::size_t esize, Type t, Op op) {
   if (coll::NodeShared* ns = coll::node_shared(c))
@@ -363,15 +368,23 @@ TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
   const std::pair<const char*, Fn> algos[] = {{"binomial", coll::bcast_binomial},
                                               {"scatter_allgather", coll::bcast_scatter_allgather},
                                               {"pipeline", coll::bcast_pipeline},
-                                              {"shm", bcast_shm}};
+                                              {"shm", bcast_shm},
+                                              {"shm_direct", bcast_shm_direct}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     if (coll::segment_bytes(t.world) != kSeg || coll::segments_in_flight(t.world) != 2)
       f.add("the sweep's segments did not reach the rank's parameters");
+    // The direct bcast's root writes a share of 1/n of the message, in whole lines, into the
+    // others' buffers where ranks have cores of their own and that share takes longer to copy
+    // than a copy takes to start (rndv_setup_us × get_bw bytes); around that size too.
+    const rmp::rt::Params& p = t.world.engine().context().params();
+    const auto split =
+        static_cast<std::size_t>(p.rndv_setup_us * 1e-6 * p.get_bw) * static_cast<std::size_t>(n);
     std::uint64_t salt = 1;
     for (auto [name, fn] : algos)
       for (std::size_t bytes :
-           {std::size_t{0}, std::size_t{1}, std::size_t{7}, kSeg - 1, kSeg, kSeg + 1, 3 * kSeg + 5})
+           {std::size_t{0}, std::size_t{1}, std::size_t{7}, kSeg - 1, kSeg, kSeg + 1, 3 * kSeg + 5,
+            split - 65, split, split + 64 * static_cast<std::size_t>(n) + 3})
         for (int root : roots_for(n)) {
           ++salt;
           std::vector<std::byte> buf = me == root ? pattern_block(root, bytes, salt)
@@ -763,7 +776,7 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
         }
         const std::size_t bytes = (2u << 20) + 3;
         for (auto fn : {coll::bcast_binomial, coll::bcast_scatter_allgather, coll::bcast_pipeline,
-                        bcast_shm}) {
+                        bcast_shm, bcast_shm_direct}) {
           std::vector<std::byte> buf =
               me == 1 % n ? pattern_block(7, bytes, 4) : std::vector<std::byte>(bytes);
           fn(t.world, buf.data(), bytes, 1 % n);
