@@ -122,4 +122,34 @@ int cross_memory_copy(int pid, std::byte* local, std::uint64_t remote, std::size
   return 0;
 }
 
+int cross_memory_copy(int pid, std::span<const CmaSpan> spans, bool write) {
+  constexpr std::size_t kMax = 64;  // iovecs per call (IOV_MAX is 1024)
+  std::size_t i = 0, skip = 0;      // the first span not copied yet, and its bytes copied
+  while (i < spans.size()) {
+    iovec l[kMax], r[kMax];
+    std::size_t k = 0;
+    for (std::size_t j = i; j < spans.size() && k < kMax; ++j) {
+      const std::size_t from = j == i ? skip : 0;
+      if (spans[j].len == from) continue;
+      l[k] = {spans[j].local + from, spans[j].len - from};
+      r[k] = {reinterpret_cast<void*>(spans[j].remote + from), spans[j].len - from};
+      ++k;
+    }
+    if (k == 0) return 0;
+    const ssize_t n =
+        write ? ::process_vm_writev(pid, l, k, r, k, 0) : ::process_vm_readv(pid, l, k, r, k, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EFAULT;
+    // Past the bytes copied: whole spans, then part of one.
+    auto left = static_cast<std::size_t>(n);
+    while (i < spans.size() && left >= spans[i].len - skip)
+      left -= spans[i].len - skip, ++i, skip = 0;
+    skip += left;
+  }
+  return 0;
+}
+
 }  // namespace rmp::rt::shm

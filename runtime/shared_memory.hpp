@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 
 namespace rmp::rt::shm {
@@ -49,5 +51,15 @@ void unlink_segment(const std::string& name);
 // transfers and EINTR. Returns 0, or the errno that stopped it (EPERM where ptrace rules
 // forbid it).
 int cross_memory_copy(int pid, std::byte* local, std::uint64_t remote, std::size_t len, bool write);
+
+// The same for several spans in one system call (more only after a partial transfer): each
+// call costs about a microsecond before it copies anything, so a batch of short copies pays
+// it once. Spans of no bytes are skipped.
+struct CmaSpan {
+  std::byte* local;
+  std::uint64_t remote;
+  std::size_t len;
+};
+int cross_memory_copy(int pid, std::span<const CmaSpan> spans, bool write);
 
 }  // namespace rmp::rt::shm

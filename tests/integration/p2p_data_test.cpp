@@ -3,10 +3,12 @@
 #include "harness.hpp"
 #include "runtime/stats.hpp"
 
+#include <chrono>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -324,6 +326,69 @@ TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
   if (env_is("RMP_SHM_COPY", "single") || env_is("RMP_SHM_COPY", "chunks") ||
       env_is("RMP_SHM_COPY", "split") || env_is("RMP_SHM_COPY", "streaming")) {
     EXPECT_EQ(waited, 0u) << "a forced mechanism never waits for another";
+  }
+  w.barrier();
+}
+
+// Split gets go in batches of up to 16 (shm_ring.hpp, SplitShared): the requester reads the
+// first parts, the owner writes the second ones, and the requester copies whatever the owner
+// does not come for. Windows of 40 gets of mixed sizes (one part only below 32 KiB, odd
+// lengths, up to 1 MiB), first with the sender waiting in progress (it helps), then with
+// the sender asleep for 30 ms after posting (the receiver must copy every part itself):
+// every byte arrives, in every variant.
+TEST(Rendezvous, SplitBatches_MixedSizesWithAndWithoutTheOwner_EveryByteArrives) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  const std::size_t eager = knobs().eager_threshold;
+  const std::size_t sizes[] = {eager + 1,       (32u << 10) - 1,  32u << 10,     (32u << 10) + 1,
+                               (64u << 10) + 7, (200u << 10) + 3, (1u << 20) + 5};
+  constexpr int kWindow = 40;
+  auto size_of = [&](int i) {
+    return std::max(eager + 1, sizes[static_cast<std::size_t>(i) % std::size(sizes)]);
+  };
+  const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  const int sender = std::min(r, partner), receiver = std::max(r, partner);
+  const rmp::rt::Counters before = rmp::rt::counters();
+  if (partner < n) {
+    for (const bool owner_sleeps : {false, true}) {
+      std::vector<std::vector<std::byte>> bufs;
+      std::vector<rmp::Request> reqs;
+      auto key = [&](int i) {
+        return seed(sender, receiver, static_cast<std::uint64_t>(i + (owner_sleeps ? kWindow : 0)),
+                    0x5b);
+      };
+      for (int i = 0; i < kWindow; ++i) {
+        if (r == receiver) {
+          bufs.emplace_back(size_of(i), std::byte{0xee});
+          reqs.push_back(w.irecv(bufs.back().data(), size_of(i), partner, 700 + i));
+        } else {
+          bufs.push_back(make_message<std::byte>(size_of(i), key(i)));
+        }
+      }
+      int go = 0;
+      if (r == receiver) {
+        w.send(&go, 1, partner, 699);
+      } else {
+        w.recv(&go, 1, partner, 699);
+        for (int i = 0; i < kWindow; ++i)
+          reqs.push_back(
+              w.isend(bufs[static_cast<std::size_t>(i)].data(), size_of(i), partner, 700 + i));
+        if (owner_sleeps) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      }
+      rmp::wait_all(reqs);
+      if (r == receiver) {
+        for (int i = 0; i < kWindow; ++i)
+          EXPECT_TRUE(matches(bufs[static_cast<std::size_t>(i)].data(), size_of(i), key(i)))
+              << "message " << i << " of " << size_of(i) << " B"
+              << (owner_sleeps ? ", the sender asleep" : ", the sender helping");
+      }
+    }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  if (env_is("RMP_SHM_COPY", "split") && cma_between_ranks(w) && partner < n && r == receiver &&
+      eager < (1u << 20)) {
+    EXPECT_GE(after.shm_gets_split - before.shm_gets_split, 2u) << "RMP_SHM_COPY=split";
   }
   w.barrier();
 }

@@ -271,17 +271,24 @@ struct alignas(kLine) ChunkShared {
   alignas(kLine) std::atomic<std::uint64_t> consumed{0};
 };
 
-// The split single copy: the requester publishes one get at a time here (in its own
-// direction's area) and claims pieces from the front while the owner, told by a message,
-// claims them from the back; both copy their pieces with cross-memory attach at once, and a
-// piece the owner does not come for is copied by the requester. One word holds generation
-// (which get), front and back, so a claim is one compare-and-swap and a stale claim on a
-// finished get fails.
+// The split single copy, in batches: the requester publishes up to kSplitBatch gets at once
+// here (in its own direction's area), each cut in two parts at `cut` (the second empty for a
+// get too short to share). Piece p < count is get p's first part, piece count + p its second.
+// The requester claims pieces from the front, the owner, told by a message, from the back;
+// each copies all it claimed with one cross-memory call, and pieces the owner does not come
+// for are copied by the requester. One word holds generation (which batch), front and back,
+// so a claim is one compare-and-swap and a stale claim on a finished batch fails.
+inline constexpr std::size_t kSplitBatch = 16;
 struct alignas(kLine) SplitShared {
-  std::atomic<std::uint64_t> word{0};  // generation << 32 | front << 16 | back
-  std::atomic<std::uint64_t> src{0}, dst{0}, len{0}, piece{0};
+  std::atomic<std::uint64_t> word{0};                       // generation << 32 | front << 16 | back
+  std::atomic<std::uint32_t> count{0};                      // gets in the batch
   alignas(kLine) std::atomic<std::uint32_t> owner_done{0};  // pieces the owner copied
-  std::atomic<std::uint32_t> redo{0};  // 1 + a piece the owner could not copy, or 0
+  // Pieces [redo_first, redo_end) the owner claimed but could not copy.
+  std::atomic<std::uint32_t> redo_first{0}, redo_end{0};
+  struct Get {
+    std::atomic<std::uint64_t> src{0}, dst{0}, len{0}, cut{0};
+  };
+  alignas(kLine) Get gets[kSplitBatch];
 };
 inline constexpr std::size_t kSplitMinPiece = 16 << 10;
 
