@@ -35,7 +35,6 @@ constexpr AmId kAmGetReq = 24;  // requester → owner: serve [addr, addr+len) t
 constexpr AmId kAmPutData = 25;  // a piece of a put without cross-memory attach
 constexpr AmId kAmSplitGet = 26;  // requester → owner: a split get is published, help copy it
 constexpr AmId kAmEagerCost = 27;  // receiver → sender: what a timed eager payload cost
-constexpr std::uint32_t kMagic = 0x524d5053;
 constexpr std::size_t kPage = 4096;
 constexpr int kPollBudget = 32;
 constexpr std::size_t kPieces = 4;            // a chunked get is cut into at least this many steps
@@ -71,6 +70,21 @@ struct PairHeader {
   std::int32_t world[2];
   std::int32_t pid[2];
 };
+
+// The segments' magic: "RMPS" mixed with the sizes of what the ranks share in them and the
+// message format's constants, so that a rank whose library lays them out otherwise (another
+// rmp build in the same job) is refused with an error when it maps them, instead of reading
+// the other's lines as its own.
+constexpr std::uint32_t layout_magic() {
+  std::uint32_t h = 0x524d5053;
+  for (const std::size_t v :
+       {sizeof(NodeHeader), sizeof(Doorbell), sizeof(PairHeader), sizeof(Line), sizeof(RingShared),
+        sizeof(ChunkShared), sizeof(SplitShared), kSplitBatch, kLineHeader, kMaxMessageLines,
+        std::size_t{kAmGetReq}, std::size_t{kAmEagerCost}})
+    h = (h ^ static_cast<std::uint32_t>(v)) * 16777619u;  // FNV-1a over the values
+  return h;
+}
+constexpr std::uint32_t kMagic = layout_magic();
 
 std::size_t ready_size_of_pair(const void* h) {
   auto* p = static_cast<const PairHeader*>(h);
@@ -921,7 +935,11 @@ ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& 
     node_ = open_segment(name, sizeof(NodeHeader), ready_size_of_node,
                          std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout));
     h = static_cast<NodeHeader*>(node_.data());
-    if (h->magic != kMagic || h->local_size != static_cast<std::uint32_t>(id_.local_size))
+    if (h->magic != kMagic)
+      throw Error(Errc::transport,
+                  "shm: node segment " + name + " was laid out by another rmp build (magic " +
+                      std::to_string(h->magic) + ", this build's " + std::to_string(kMagic) + ")");
+    if (h->local_size != static_cast<std::uint32_t>(id_.local_size))
       throw Error(Errc::transport, "shm: node segment " + name + " does not match this job");
   }
   // The last local rank to map the segment removes its name: nothing is left in /dev/shm.
@@ -932,6 +950,11 @@ ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& 
 
 ShmEndpoint* ShmTransport::attach(int local_peer, Mapping seg) {
   auto* h = static_cast<PairHeader*>(seg.data());
+  if (h->magic != kMagic)
+    throw Error(Errc::transport,
+                "shm: the pair segment with local rank " + std::to_string(local_peer) +
+                    " was laid out by another rmp build (magic " + std::to_string(h->magic) +
+                    ", this build's " + std::to_string(kMagic) + ")");
   const int my_dir = id_.local_rank < local_peer ? 0 : 1;
   const int peer_world = h->world[1 - my_dir];
   const int peer_pid = h->pid[1 - my_dir];
