@@ -206,6 +206,20 @@ std::unique_ptr<detail::Activity> ibcast(std::shared_ptr<CommImpl> c, void* buf,
   return s;
 }
 
+IallreduceSchedule iallreduce_schedule(const detail::CommImpl& c, std::size_t count,
+                                       std::size_t esize) {
+  // The blocking allreduce's formulas choose (from rank 0's parameters and the ranks per
+  // core, the same on every rank that the runtime counts alike): Rabenseifner's schedule
+  // where they pick a bandwidth-optimal algorithm, else the latency-optimal reduce and
+  // broadcast.
+  const int n = c.size();
+  const int algo = cheapest(Coll::allreduce, cost_model(c), n, static_cast<double>(count * esize));
+  return count >= static_cast<std::size_t>(n) &&
+                 algo != static_cast<int>(AllreduceAlgo::recursive_doubling)
+             ? IallreduceSchedule::rabenseifner
+             : IallreduceSchedule::binomial;
+}
+
 std::unique_ptr<detail::Activity> iallreduce(std::shared_ptr<CommImpl> c, const void* in, void* out,
                                              std::size_t count, std::size_t esize, detail::Type t,
                                              Op op, IallreduceSchedule schedule) {
@@ -214,18 +228,8 @@ std::unique_ptr<detail::Activity> iallreduce(std::shared_ptr<CommImpl> c, const 
   const std::size_t bytes = count * esize;
   // The result is built in `out`: the input goes there first (in place it is there).
   if (in && in != out && bytes) std::memcpy(out, in, bytes);
-  // The blocking allreduce's formulas choose (from rank 0's parameters and the ranks per
-  // core, the same on every rank that the runtime counts alike):
-  // Rabenseifner's schedule where they pick a bandwidth-optimal algorithm, else the
-  // latency-optimal reduce and broadcast.
-  if (schedule == IallreduceSchedule::chosen) {
-    const int algo =
-        cheapest(Coll::allreduce, cost_model(s->comm()), n, static_cast<double>(bytes));
-    schedule = count >= static_cast<std::size_t>(n) &&
-                       algo != static_cast<int>(AllreduceAlgo::recursive_doubling)
-                   ? IallreduceSchedule::rabenseifner
-                   : IallreduceSchedule::binomial;
-  }
+  if (schedule == IallreduceSchedule::chosen)
+    schedule = iallreduce_schedule(s->comm(), count, esize);
   if (n > 1 && schedule == IallreduceSchedule::rabenseifner)
     add_rabenseifner_allreduce(*s, static_cast<std::byte*>(out), count, esize, t, op);
   else add_binomial_allreduce(*s, static_cast<std::byte*>(out), count, esize, t, op);

@@ -19,6 +19,9 @@ std::unique_ptr<detail::Activity> ibcast(std::shared_ptr<detail::CommImpl> c, vo
 // broadcast for short vectors, Rabenseifner's for long ones, chosen by the blocking
 // allreduce's formulas unless `schedule` names one (tests run both at every size).
 enum class IallreduceSchedule : std::uint8_t { chosen, binomial, rabenseifner };
+// The schedule `chosen` stands for, for `count` elements of `esize` bytes on `c`.
+IallreduceSchedule iallreduce_schedule(const detail::CommImpl& c, std::size_t count,
+                                       std::size_t esize);
 std::unique_ptr<detail::Activity> iallreduce(
     std::shared_ptr<detail::CommImpl> c, const void* in, void* out, std::size_t count,
     std::size_t esize, detail::Type t, Op op,

@@ -87,3 +87,34 @@ TEST(NbcThreads, ProgressThreadAdvancesWhileTheCallerComputes) {
     e.stop_progress_thread();
   });
 }
+
+// The schedule iallreduce takes unless one is named: the binomial reduce and broadcast for
+// short vectors and whenever there are fewer elements than ranks, Rabenseifner's for long
+// ones, and once a size takes Rabenseifner's every longer one does too (the formulas'
+// bandwidth terms only grow). Every rank picks the same.
+TEST(NbcThreads, IallreduceSchedule_BinomialWhenShort_RabenseifnerFromSomeSizeOn) {
+  using rmp::coll::IallreduceSchedule;
+  for (int n : {2, 3, 4, 8}) {
+    std::vector<std::vector<IallreduceSchedule>> picks(static_cast<std::size_t>(n));
+    run_thread_ranks(n, [&](ThreadRank& t) {
+      auto& mine = picks[static_cast<std::size_t>(t.world.rank())];
+      for (std::size_t count = 1; count <= (std::size_t{16} << 20) / 8; count *= 2)
+        mine.push_back(rmp::coll::iallreduce_schedule(t.world, count, 8));
+      mine.push_back(rmp::coll::iallreduce_schedule(t.world, static_cast<std::size_t>(n) - 1,
+                                                    std::size_t{1} << 20));
+    });
+    const auto& p = picks[0];
+    for (const auto& q : picks) EXPECT_EQ(q, p) << n << " ranks: the ranks disagree";
+    EXPECT_EQ(p.front(), IallreduceSchedule::binomial) << n << " ranks, 8 bytes";
+    EXPECT_EQ(p[p.size() - 2], IallreduceSchedule::rabenseifner) << n << " ranks, 16 MiB";
+    EXPECT_EQ(p.back(), IallreduceSchedule::binomial)
+        << n << " ranks, " << n - 1 << " elements of 1 MiB";
+    for (std::size_t i = 1; i + 1 < p.size(); ++i) {
+      if (p[i - 1] == IallreduceSchedule::rabenseifner) {
+        EXPECT_EQ(p[i], IallreduceSchedule::rabenseifner)
+            << n << " ranks: " << (std::size_t{8} << i) << " bytes after "
+            << (std::size_t{8} << (i - 1));
+      }
+    }
+  }
+}
