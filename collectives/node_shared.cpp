@@ -607,9 +607,12 @@ NodeShared* node_shared(const CommImpl& c) {
   const unsigned store_modes = store == rt::CollStore::cached      ? 1u << NodeShared::kCached
                                : store == rt::CollStore::streaming ? 1u << NodeShared::kStreaming
                                                                    : 0b11u;
+  // Whether ranks have cores of their own: rank 0's judgement, as every collective's shape
+  // (with each rank's own, ranks launched with different core counts could take different
+  // paths and wait for each other for ever).
   auto ns = std::make_shared<NodeShared>(std::move(seg), chunk, nchunks, store_modes,
                                          ctx.params().wait_mode != rt::WaitMode::poll,
-                                         !ctx.oversubscribed());
+                                         ctx.coll_ranks_per_core() <= 1);
   ns->probe_direct(c, ctx.settings().shm_cma);
   state = ns;
   return ns.get();
@@ -1012,7 +1015,7 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
   // interleaved runs against the others all reading: 32 KiB 2.33 against 2.76 us, 64 KiB 3.49
   // against 4.32, 256 KiB 8.75 against 14.5, 1 MiB 30.5 against 82.4; at 8 and 16 KiB the
   // extra wait and copy made it slower (1.57 against 1.03 us, 1.85 against 1.30).
-  const rt::Params& p = c.engine().context().params();
+  const rt::Params& p = c.engine().context().coll_params();  // rank 0's: all split alike
   const std::size_t share = even_offset(bytes / kLine, n, 1) * kLine;
   if (ns.own_cores() && share > 0 &&
       static_cast<double>(share) >= p.rndv_setup_us * 1e-6 * p.get_bw) {

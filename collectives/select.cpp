@@ -306,9 +306,7 @@ CostModel cost_model(const rt::Params& p, double ranks_per_core) {
 
 CostModel cost_model(const CommImpl& c) {
   const rt::Context& ctx = c.engine().context();
-  double per_core = 1;
-  if (ctx.oversubscribed()) per_core = static_cast<double>(ctx.id().local_size) / ctx.local_cores();
-  return cost_model(ctx.coll_params(), per_core);
+  return cost_model(ctx.coll_params(), ctx.coll_ranks_per_core());
 }
 
 double predicted_time(Coll k, int algo, const CostModel& m, int p, double bytes) {

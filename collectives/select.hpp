@@ -81,8 +81,8 @@ struct CostModel {
 };
 // α = link_rtt_us / 2 × max(1, ranks_per_core); β = 1 / link_bw; γ = δ = 1 / copy_bw.
 CostModel cost_model(const rt::Params& p, double ranks_per_core);
-// The model of the communicator's job: ranks per core = local ranks / cores when the
-// runtime says the node is oversubscribed, else 1.
+// The model of the communicator's job, from rank 0's parameters: ranks per core = local
+// ranks / cores where rank 0's node is oversubscribed, else 1.
 CostModel cost_model(const CommImpl& c);
 
 // Predicted time in seconds of algorithm `algo` (an index into algo_names(k)) of collective k

@@ -33,7 +33,8 @@ constexpr std::string_view kCollParamsKey = "coll-params";
 
 std::uint64_t bits_of(double d) { return std::bit_cast<std::uint64_t>(d); }
 
-std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& algos, bool check) {
+std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& algos, bool check,
+                                          double ranks_per_core) {
   std::vector<std::uint64_t> v = {p.fragment_size,
                                   p.pipeline_depth,
                                   p.eager_threshold,
@@ -41,7 +42,10 @@ std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& al
                                   bits_of(p.link_rtt_us),
                                   bits_of(p.copy_bw),
                                   static_cast<std::uint64_t>(p.allreduce_compress),
-                                  check ? 1u : 0u};
+                                  check ? 1u : 0u,
+                                  bits_of(p.get_bw),
+                                  bits_of(p.rndv_setup_us),
+                                  bits_of(ranks_per_core)};
   for (signed char a : algos) v.push_back(static_cast<std::uint64_t>(a + 1));  // 0 = not forced
   std::string text;
   for (std::uint64_t x : v) text += (text.empty() ? "" : " ") + std::to_string(x);
@@ -50,7 +54,7 @@ std::vector<std::byte> encode_coll_params(const Params& p, const ForcedAlgos& al
 }
 
 void decode_coll_params(const std::vector<std::byte>& bytes, Params& p, ForcedAlgos& algos,
-                        bool& check) {
+                        bool& check, double& ranks_per_core) {
   const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   std::vector<std::uint64_t> v;
   for (const char* at = text.data(); at != text.data() + text.size();) {
@@ -61,10 +65,12 @@ void decode_coll_params(const std::vector<std::byte>& bytes, Params& p, ForcedAl
     at = end;
     if (at != text.data() + text.size() && *at++ != ' ') break;
   }
-  bool ok = v.size() == 8 + algos.size() && v[6] <= static_cast<std::uint64_t>(Compression::bf16) &&
-            v[7] <= 1;
+  constexpr std::size_t kFixed = 11;  // the values before the forced algorithms
+  bool ok = v.size() == kFixed + algos.size() &&
+            v[6] <= static_cast<std::uint64_t>(Compression::bf16) && v[7] <= 1 &&
+            std::bit_cast<double>(v[10]) >= 1;
   for (std::size_t k = 0; ok && k < algos.size(); ++k)
-    ok = v[8 + k] <= kCollAlgorithms[k].algos.size();
+    ok = v[kFixed + k] <= kCollAlgorithms[k].algos.size();
   if (!ok)
     throw Error(Errc::internal,
                 "bootstrap: rank 0's collective parameters are malformed: '" + text + "'");
@@ -76,8 +82,11 @@ void decode_coll_params(const std::vector<std::byte>& bytes, Params& p, ForcedAl
   p.copy_bw = std::bit_cast<double>(v[5]);
   p.allreduce_compress = static_cast<Compression>(v[6]);
   check = v[7] != 0;
+  p.get_bw = std::bit_cast<double>(v[8]);
+  p.rndv_setup_us = std::bit_cast<double>(v[9]);
+  ranks_per_core = std::bit_cast<double>(v[10]);
   for (std::size_t k = 0; k < algos.size(); ++k)
-    algos[k] = static_cast<signed char>(static_cast<int>(v[8 + k]) - 1);
+    algos[k] = static_cast<signed char>(static_cast<int>(v[kFixed + k]) - 1);
 }
 
 // Address record published through bootstrap: a list of (transport id, length, bytes).
@@ -133,12 +142,12 @@ std::string Context::checked_stats_path() const {
 
 const Context::CollShape& Context::coll_shape() const {
   if (!coll_shape_) {
-    CollShape c{params(), settings_.coll_algo, settings_.coll_check};
+    CollShape c{params(), settings_.coll_algo, settings_.coll_check, ranks_per_core()};
     if (id().size > 1 && id().rank != 0)
       decode_coll_params(
           boot_->get(kCollParamsKey,
                      std::chrono::duration_cast<std::chrono::milliseconds>(kAddressTimeout)),
-          c.params, c.algos, c.check);
+          c.params, c.algos, c.check, c.ranks_per_core);
     coll_shape_ = c;
   }
   return *coll_shape_;
@@ -221,8 +230,8 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   }
   if (id().size > 1) boot_->put("addr/" + std::to_string(id().rank), address);
   if (id().size > 1 && id().rank == 0)
-    boot_->put(kCollParamsKey,
-               encode_coll_params(params(), settings_.coll_algo, settings_.coll_check));
+    boot_->put(kCollParamsKey, encode_coll_params(params(), settings_.coll_algo,
+                                                  settings_.coll_check, ranks_per_core()));
 
   // connect=eager: pre-warm every peer now (on shm: map every pair segment), so that no
   // first message pays for it. Needs only the peers' addresses, not their progress.

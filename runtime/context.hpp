@@ -41,9 +41,9 @@ public:
   const PeerFailure* peer_failure();
   const Params& params() const { return params_.values; }
   // The parameters a collective reads: this rank's, except that the values that shape one
-  // (fragment_size, pipeline_depth, eager_threshold, the link and copy figures,
-  // allreduce_compress) are rank 0's, so that every rank picks the same algorithm and path and
-  // cuts the same segments even when ranks were started with different settings
+  // (fragment_size, pipeline_depth, eager_threshold, the link, copy and get figures,
+  // rndv_setup_us, allreduce_compress) are rank 0's, so that every rank picks the same algorithm
+  // and path and cuts the same segments even when ranks were started with different settings
   // (point-to-point thresholds may differ per rank; DESIGN §2, §5). Rank 0 publishes them at
   // start(); another rank fetches them from the bootstrap on its first call.
   const Params& coll_params() const { return coll_shape().params; }
@@ -53,6 +53,9 @@ public:
   // RMP_COLL_CHECK, rank 0's: whether every collective first checks that all ranks called it
   // alike (ranks checking and ranks not checking would wait for each other forever).
   bool coll_check() const { return coll_shape().check; }
+  // Ranks per core on rank 0's node (1 when they have cores of their own), rank 0's for the
+  // same reason: the formulas and the node-shared paths' choices depend on it.
+  double coll_ranks_per_core() const { return coll_shape().ranks_per_core; }
   const ParamSet& param_set() const { return params_; }
   const EnvSettings& settings() const { return settings_; }
   // How the link figures were obtained (measured or why not); valid after start().
@@ -60,6 +63,10 @@ public:
   std::vector<ParamInfo> effective_params(std::string_view transport) const;
   Counters& counters() { return counters_; }
   bool oversubscribed() const { return oversubscribed_; }
+  // This node's ranks per core: local ranks over cores when oversubscribed, else 1.
+  double ranks_per_core() const {
+    return oversubscribed_ ? static_cast<double>(id().local_size) / local_cores_ : 1.0;
+  }
   // Cores this node's ranks share (the launcher's count, else the CPUs of this process's
   // affinity mask).
   int local_cores() const { return local_cores_; }
@@ -140,6 +147,7 @@ private:
     Params params;
     ForcedAlgos algos;
     bool check;
+    double ranks_per_core;
   };
 
   const CollShape& coll_shape() const;

@@ -377,7 +377,7 @@ TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
     // The direct bcast's root writes a share of 1/n of the message, in whole lines, into the
     // others' buffers where ranks have cores of their own and that share takes longer to copy
     // than a copy takes to start (rndv_setup_us × get_bw bytes); around that size too.
-    const rmp::rt::Params& p = t.world.engine().context().params();
+    const rmp::rt::Params& p = t.world.engine().context().coll_params();
     const auto split =
         static_cast<std::size_t>(p.rndv_setup_us * 1e-6 * p.get_bw) * static_cast<std::size_t>(n);
     std::uint64_t salt = 1;
