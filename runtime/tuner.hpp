@@ -46,6 +46,9 @@ public:
   static constexpr std::uint32_t kMaxBackoff = 4;
   static constexpr double kMargin = 0.03;  // a neighbour must be 3 % faster to win
   static constexpr double kClearlyWorse = 1.5;
+  // A neighbour whose every judged use of a burst cost at most this fraction of the current's
+  // wins at once, without the rest of its window (see observe()).
+  static constexpr double kClearlyBetter = 0.85;
   static constexpr double kFarWorse = 2;  // a neighbour this far behind backs off at once,
   static constexpr std::uint32_t kFarWorseSamples = 3;  // judged on at least this many uses
 
@@ -134,9 +137,15 @@ public:
     // A neighbour whose every judged use so far cost kClearlyWorse times the current's loses
     // at once, without the rest of its window: in noise of ±10 % that is no accident, and
     // judging it on a full window took three bursts of its slow uses.
-    const bool clearly_worse =
-        b.cand.count >= pace_.burst - pace_.skip_edges && b.cand.min() >= kClearlyWorse;
-    if (b.cand.count < pace_.window && !clearly_worse) return false;
+    const bool burst_judged = b.cand.count >= pace_.burst - pace_.skip_edges;
+    const bool clearly_worse = burst_judged && b.cand.min() >= kClearlyWorse;
+    // Likewise one whose every judged use cost at most kClearlyBetter of the current's wins at
+    // once: noise of ±10 % puts three uses in a row that low by chance once in thousands of
+    // bursts, and a full window took three bursts and their periods, most of a benchmark's
+    // run (ping-pongs of 16 KiB, rendezvous at 0.72 of eager's time: the tuner at 1.27 of
+    // the best static setting).
+    const bool clearly_better = burst_judged && b.cand.max() <= kClearlyBetter;
+    if (b.cand.count < pace_.window && !clearly_worse && !clearly_better) return false;
     const bool better = b.cand.median() < 1 - kMargin;
     if (better) {
       b.current = b.candidate;
@@ -196,6 +205,9 @@ private:
     }
     double min() const {
       return *std::min_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(count));
+    }
+    double max() const {
+      return *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(count));
     }
     double median() const {
       std::array<double, kWindow> s = v;

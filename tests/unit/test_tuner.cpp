@@ -214,6 +214,31 @@ TEST(Tuner, FarWorseNeighbour_BacksOffAtOnce) {
             std::uint64_t{HillTuner::kExplorePeriod} << HillTuner::kMaxBackoff);
 }
 
+// A neighbour whose every judged use of its first burst costs at most kClearlyBetter of the
+// current's wins after that burst, not after a full window of three; one at 0.9 (within
+// reach of noise) still needs the window.
+TEST(Tuner, ClearlyBetterNeighbour_MovesAfterOneBurst) {
+  const Setting eager{1, 0, 0}, rndv{0, 0, 0};
+  for (const double ratio : {0.7, 0.9}) {
+    HillTuner t({2, 1, 1});
+    const std::size_t bucket = HillTuner::bucket_of(16 * 1024);
+    t.enable(bucket, eager);
+    std::uint64_t moved_at = 0;
+    for (std::uint64_t i = 1; i <= 8 * HillTuner::kExplorePeriod && !moved_at; ++i) {
+      const HillTuner::Choice c = t.choose(bucket);
+      if (t.observe(bucket, c.setting, c.setting == eager ? 1.0 : ratio)) moved_at = i;
+    }
+    ASSERT_NE(moved_at, 0u) << ratio;
+    EXPECT_EQ(t.current(bucket), rndv) << ratio;
+    if (ratio <= HillTuner::kClearlyBetter) {
+      EXPECT_EQ(t.explorations(), 1u) << ratio << ": moved at use " << moved_at;
+      EXPECT_LE(moved_at, HillTuner::kExplorePeriod + HillTuner::kBurst) << ratio;
+    } else {
+      EXPECT_GT(t.explorations(), 1u) << ratio << ": moved at use " << moved_at;
+    }
+  }
+}
+
 // The stream tuner's pace (one observation a window, no skipped edges): one window 3.5 x the
 // current's (a receiver descheduled) loses, but does not back exploring off to the longest
 // period: the next exploration comes a doubled period after the first was judged, at use
