@@ -322,9 +322,11 @@ public:
   // word of the next member's memory with cross-memory attach and writes it back. The direct
   // paths are open only when `allowed` (RMP_SHM_CMA) and every member's read and write worked
   // (ptrace rules may forbid them); then the path choices of alltoall, and where ranks have
-  // cores of their own of reduce, allreduce and allgather, have them too. (Not the bcast's:
-  // its decider, a receiver, does not see the root wait for every read; with 4 ranks on 2
-  // cores the choice took the direct bcast and ran 1.24-1.32 x slower than the chunks.)
+  // cores of their own of reduce, allreduce, allgather and bcast, have them too. (The bcast's
+  // only there, in place of its chunks: its decider, a receiver, does not see the root wait
+  // for every read; with 4 ranks on 2 cores the choice took the direct bcast and ran
+  // 1.24-1.32 x slower than the chunks. With cores of their own a root waiting is idle, and
+  // the next call's late start shows in the receiver's time.)
   void probe_direct(const CommImpl& c, bool allowed) {
     const int n = c.size(), r = c.rank();
     probe_word_ = kProbeMagic;
@@ -624,9 +626,11 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   if (!ns) return;
   rt::Context& ctx = c.engine().context();
   // The node-shared path of a call that does not choose: the chunks, or the direct path
-  // where that has taken their place (a bcast whose ranks have cores of their own).
+  // where that has taken their place (a bcast whose ranks have cores of their own), unless
+  // RMP_<COLL>_ALGO forces the chunks (rank 0's setting: every rank agrees).
   const bool chunks = ns->paths(index_) >> NodeShared::kShmPath & 1;
-  if (!chunks) path_ = NodeShared::kDirectPath;
+  const bool is_forced = forced(k, c) >= 0;
+  if (!chunks && !is_forced) path_ = NodeShared::kDirectPath;
   // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
   // (Not at or below kMaxBytes either: there the direct allreduce and reduce are the
   // node-shared path's small forms, and their time would be recorded as the direct path's.)
@@ -643,7 +647,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
                                               k == Coll::alltoall || !chunks);
   const std::size_t least =
       from_small ? kMaxBytes : std::max(ctx.coll_params().eager_threshold, kMaxBytes);
-  if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || forced(k, c) >= 0) return;
+  if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || is_forced) return;
   if (c.rank() == decider) {
     t0_ = std::chrono::steady_clock::now();
     timed_ = ns;
@@ -1038,10 +1042,10 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
     if (c.rank() == root && ns.direct_failed()) ns.set_push_failed(c, round);
     ns.set_mark(c, NodeShared::mark(round, 3));
     ns.wait_mark(c, NodeShared::mark(round, 3));  // all copies are done
+    ns.direct_done();  // this rank's own failure first (and cleared for the next call)
     if (c.rank() != root && ns.push_failed(root) == round)
       throw Error(Errc::transport, "collectives: bcast: root " + std::to_string(root) +
                                        " could not write its share into this rank's buffer");
-    ns.direct_done();
     return;
   }
   // One round: the root publishes its buffer's address; the others read it and say so.
@@ -1194,8 +1198,8 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     if (r != root && ns.direct_failed()) ns.set_push_failed(c, round);
     ns.set_mark(c, NodeShared::mark(round, 3));
     ns.wait_mark(c, NodeShared::mark(round, 3));  // all slices are in, nobody reads an input
+    ns.direct_done();  // this rank's own failure first (and cleared for the next call)
     if (r == root) throw_if_push_failed(ns, n, round);
-    ns.direct_done();
     return;
   }
   // Pushed. The counts go on from call to call (every rank counts the blocks of every pushed

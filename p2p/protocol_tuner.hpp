@@ -67,6 +67,18 @@ public:
     }
   }
 
+  // A stream tuner's observation is a window of sends: a benchmark's bandwidth loop has tens
+  // of them per size. It explores two streams in 8 and judges the second alone against the
+  // one before the burst: a benchmark's run is too short for more. The first stream of a
+  // rendezvous burst pays for the transport's first gets of that size, which try each copy
+  // mechanism in turn (shm: a window of 64 gets of 16 KiB, 59 single copies, 47 through the
+  // chunks, 22 split); judged, it made rendezvous lose where its windows took 0.63-0.80 of
+  // eager's time (tune-proof, 16 KiB windows, 18 pairs: tuner/defaults 1.048 and tuner/best
+  // 1.455 judging the first stream, 0.930 and 1.244 judging the second).
+  // Windows of 64 sends vary little, and a wrong move is undone at the next exploration.
+  static constexpr rt::HillTuner::Pace kStreamPace{
+      .window = 1, .burst = 2, .period = 8, .skip_edges = true};
+
   bool tunes(std::size_t bytes) const { return stream_.enabled(rt::HillTuner::bucket_of(bytes)); }
 
   struct Pick {
@@ -163,17 +175,6 @@ private:
   // completion is not judged (judge_alone). In a ping-pong the reply takes about as long as
   // the send (rendezvous) or 2-4 times the sender's copy into the buffer (eager).
   static constexpr std::int64_t kGapFactor = 8;
-  // A stream tuner's observation is a window of sends: a benchmark's bandwidth loop has tens
-  // of them per size. It explores two streams in 8 and judges the second alone against the
-  // one before the burst: a benchmark's run is too short for more. The first stream of a
-  // rendezvous burst pays for the transport's first gets of that size, which try each copy
-  // mechanism in turn (shm: a window of 64 gets of 16 KiB, 59 single copies, 47 through the
-  // chunks, 22 split); judged, it made rendezvous lose where its windows took 0.63-0.80 of
-  // eager's time (tune-proof, 16 KiB windows, 18 pairs: tuner/defaults 1.048 and tuner/best
-  // 1.455 judging the first stream, 0.930 and 1.244 judging the second).
-  // Windows of 64 sends vary little, and a wrong move is undone at the next exploration.
-  static constexpr rt::HillTuner::Pace kStreamPace{
-      .window = 1, .burst = 2, .period = 8, .skip_edges = true};
 
   struct Stream {
     std::size_t bucket = 0;

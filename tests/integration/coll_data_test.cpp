@@ -500,9 +500,10 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   // Every call that chose counts once on every rank, in one of the three counters. A call
   // chooses when more than one path is open to it: point-to-point only while every rank has
   // a core of its own (with ranks sharing cores every rendezvous handshake waits for a
-  // switch), and never for an allreduce or a floating reduce; the direct path (not a
-  // bcast's) where cross-memory attach works between the ranks, and with ranks sharing
-  // cores only an alltoall's.
+  // switch), and never for an allreduce or a floating reduce; the direct path where
+  // cross-memory attach works between the ranks, and with ranks sharing cores only an
+  // alltoall's (a bcast's replaces its chunks, so a bcast chooses where point-to-point is
+  // open either way).
   const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
   const bool own_cores = !(cores > 0 && p > cores);
   auto chooses = [&](const char* env, bool p2p, bool direct) {
@@ -522,8 +523,9 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
                       p2p = later.coll_p2p_path - before.coll_p2p_path,
                       direct = later.coll_direct_path - before.coll_direct_path;
   EXPECT_EQ(shm + p2p + direct, expected) << "calls that chose a path";
-  // A decider's first 4 calls of a size take the node-shared path, the next 4 the next path
-  // open to it (point-to-point, else direct), and so on. Only rank 0 decides every call of
+  // A decider's first 4 calls of a size take the first path open to it (the node-shared
+  // one; a bcast's point-to-point where its direct path replaced its chunks), the next 4
+  // the next (point-to-point, else direct), and so on. Only rank 0 decides every call of
   // allreduce, allgather and alltoall; the roots of bcast and reduce rotate, and at 8 ranks
   // each decides 3 calls, all still the node-shared path's.
   if (expected > 0) {

@@ -378,8 +378,9 @@ TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
     // others' buffers where ranks have cores of their own and that share takes longer to copy
     // than a copy takes to start (rndv_setup_us × get_bw bytes); around that size too.
     const rmp::rt::Params& p = t.world.engine().context().coll_params();
-    const auto split =
-        static_cast<std::size_t>(p.rndv_setup_us * 1e-6 * p.get_bw) * static_cast<std::size_t>(n);
+    const std::size_t split = std::max<std::size_t>(
+        static_cast<std::size_t>(p.rndv_setup_us * 1e-6 * p.get_bw) * static_cast<std::size_t>(n),
+        2 * kSeg);
     std::uint64_t salt = 1;
     for (auto [name, fn] : algos)
       for (std::size_t bytes :

@@ -110,11 +110,12 @@ TEST(Tuner, SyntheticCost_ReachesUniqueOptimumWithin40WindowsAndStays) {
   }
 }
 
-// The stream tuner's pace (p2p/protocol_tuner.hpp): each observation judged alone, one in 8
-// explores, nothing skipped. Two settings 1.5x apart under +-5 % noise: it moves within two
-// exploration periods and never leaves; a pace that would divide by zero is clamped.
+// The stream tuner's pace (p2p/protocol_tuner.hpp): each observation judged alone, bursts
+// of two every 8 whose second is judged. Two settings 1.5x apart under +-5 % noise: it moves
+// within two exploration periods and never leaves; a pace that would divide by zero is
+// clamped.
 TEST(Tuner, StreamPace_SingleObservations_ReachOptimumAndStay) {
-  const HillTuner::Pace pace{.window = 1, .burst = 1, .period = 8, .skip_edges = false};
+  const HillTuner::Pace pace = rmp::p2p::ProtocolTuner::kStreamPace;
   HillTuner t({2, 1, 1}, pace);
   const std::size_t bucket = HillTuner::bucket_of(128 * 1024);
   t.enable(bucket, {0, 0, 0});
@@ -239,12 +240,12 @@ TEST(Tuner, ClearlyBetterNeighbour_MovesAfterOneBurst) {
   }
 }
 
-// The stream tuner's pace (one observation a window, no skipped edges): one window 3.5 x the
-// current's (a receiver descheduled) loses, but does not back exploring off to the longest
-// period: the next exploration comes a doubled period after the first was judged, at use
-// 8 + 16 = 24 (counted as multiples of the period it came at use 16, after half of one).
+// The stream tuner's pace (one observation a window, bursts of two whose second is judged):
+// one window 3.5 x the current's (a receiver descheduled) loses, but does not back exploring
+// off to the longest period: the next burst comes a doubled period after the first was
+// judged, at use 9 + 16 = 25 (counted as multiples of the period it came at use 16).
 TEST(Tuner, StreamPace_OneFarWorseWindow_BacksOffOnce) {
-  HillTuner t({2, 1, 1}, {.window = 1, .burst = 1, .period = 8, .skip_edges = false});
+  HillTuner t({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
   const std::size_t bucket = HillTuner::bucket_of(64 * 1024);
   const Setting rndv{0, 0, 0};
   t.enable(bucket, rndv);
@@ -253,11 +254,11 @@ TEST(Tuner, StreamPace_OneFarWorseWindow_BacksOffOnce) {
     const HillTuner::Choice c = t.choose(bucket);
     if (c.explore) explored_at.push_back(use);
     t.observe(bucket, c.setting, c.setting == rndv ? 1.0 : 3.5);
-    if (use == 8) {
+    if (use == 9) {
       EXPECT_EQ(t.explore_period(bucket), 16u);
     }
   }
-  EXPECT_EQ(explored_at, (std::vector<int>{8, 24}));
+  EXPECT_EQ(explored_at, (std::vector<int>{8, 9, 25, 26}));
 }
 
 // A move resets the period: once the optimum shifts (here: rendezvous becomes 3 x cheaper

@@ -279,6 +279,9 @@ struct alignas(kLine) ChunkShared {
 // for are copied by the requester. One word holds generation (which batch), front and back,
 // so a claim is one compare-and-swap and a stale claim on a finished batch fails.
 inline constexpr std::size_t kSplitBatch = 16;
+// A batch holds more gets only while their bytes stay within this (windows of 64 KiB gets
+// fill it; 4 MiB gets go one at a time, as before batches).
+inline constexpr std::size_t kSplitBatchBytes = 1 << 20;
 struct alignas(kLine) SplitShared {
   std::atomic<std::uint64_t> word{0};                       // generation << 32 | front << 16 | back
   std::atomic<std::uint32_t> count{0};                      // gets in the batch

@@ -81,7 +81,7 @@ constexpr std::uint32_t layout_magic() {
        {sizeof(NodeHeader), sizeof(Doorbell), sizeof(PairHeader), sizeof(Line), sizeof(RingShared),
         sizeof(ChunkShared), sizeof(SplitShared), kSplitBatch, kLineHeader, kMaxMessageLines,
         std::size_t{kAmGetReq}, std::size_t{kAmEagerCost}})
-    h = (h ^ static_cast<std::uint32_t>(v)) * 16777619u;  // FNV-1a over the values
+    h = (h ^ static_cast<std::uint32_t>(v)) * 16777619u;  // FNV-1a's step, a value a step
   return h;
 }
 constexpr std::uint32_t kMagic = layout_magic();
@@ -741,7 +741,11 @@ int ShmEndpoint::drain_chunks() {
 int ShmEndpoint::drive_split() {
   SplitShared* sh = out_chunks_.split;
   if (!split_live_) {
-    const std::size_t k = std::min(splits_.size(), kSplitBatch);
+    // Up to kSplitBatch gets, and no more bytes than kSplitBatchBytes beyond the first: one
+    // call copies a batch's first parts, and progress polls no ring meanwhile.
+    std::size_t k = 1, bytes = splits_.front().len;
+    while (k < std::min(splits_.size(), kSplitBatch) && bytes + splits_[k].len <= kSplitBatchBytes)
+      bytes += splits_[k++].len;
     bool owner_part = false;
     for (std::size_t i = 0; i < k; ++i) {
       const GetJob& j = splits_[i];
