@@ -741,8 +741,7 @@ int ShmEndpoint::drain_chunks() {
 int ShmEndpoint::drive_split() {
   SplitShared* sh = out_chunks_.split;
   if (!split_live_) {
-    // Up to kSplitBatch gets, and no more bytes than kSplitBatchBytes beyond the first: one
-    // call copies a batch's first parts, and progress polls no ring meanwhile.
+    // Up to kSplitBatch gets, and no more bytes than kSplitBatchBytes beyond the first.
     std::size_t k = 1, bytes = splits_.front().len;
     while (k < std::min(splits_.size(), kSplitBatch) && bytes + splits_[k].len <= kSplitBatchBytes)
       bytes += splits_[k++].len;
