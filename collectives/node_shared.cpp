@@ -1149,12 +1149,17 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   if (!ns.direct_ok() || count * esize <= kMaxBytes)
     return shm_reduce(c, ns, in, out, count, esize, t, op, root);
   // One round, the vector in blocks of a quarter chunk, combined in rank order (the same bits
-  // as shm_reduce). Up to 4 × depth blocks, or with ranks sharing cores, it is sliced as the
-  // direct allreduce is: rank q reads slice q of every input with cross-memory attach,
-  // combines it and writes it into the root's output, so that every core reads and combines
-  // a share. A longer vector with cores of their own is pushed: every other rank writes its
-  // blocks into the root's scratch space (`depth` slots each) while the root combines the
-  // blocks before, so that reading and combining run on different cores.
+  // as shm_reduce). A vector of one block is pulled: the root reads every other rank's input
+  // with cross-memory attach and combines it, one call per rank, and the others leave once
+  // it has. Up to 4 × depth blocks, or with ranks sharing cores, it is sliced as the direct
+  // allreduce is: rank q reads slice q of every input, combines it and writes it into the
+  // root's output, so that every core reads and combines a share. A longer vector with cores
+  // of their own is pushed: every other rank writes its blocks into the root's scratch space
+  // (`depth` slots each) while the root combines the blocks before, so that reading and
+  // combining run on different cores.
+  // Slices cost a second call and a wait per rank: at 16 and 64 KiB (one block) they ran at
+  // 1.17 and 1.09 of the pulled time (2 ranks, 6 interleaved runs; 3.81 against 4.34 us,
+  // 9.50 against 10.45), while at 256 KiB and up they won.
   // Two ranks, doubles, medians of interleaved runs (6-8, near): sliced against the root
   // pulling every other rank's input, as it did before, 256 KiB 22.5 against 29.8 us, 1 MiB
   // 107 against 132 (then pushed); sliced against pushed, 1 MiB 116 against 136, 2 MiB 300
@@ -1169,6 +1174,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   const std::size_t depth = std::clamp<std::size_t>(ns.chunks(), 2, 4);
   const std::size_t blocks = (count + per - 1) / per;
   const bool push = blocks > 4 * depth && ns.own_cores();
+  const bool pull = blocks == 1;
   // Scratch before anything is published. Sliced: three blocks for combine_direct and, off
   // the root, one for the result; pushed: `depth` slots for each other rank, one aside.
   std::byte* tmp = !push       ? ns.scratch(4 * block)
@@ -1184,6 +1190,17 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   // it on that core (where_awaited saw only the root, running elsewhere): 3 ms a call, a
   // time slice, at 4 ranks on 2 cores. Waiting for all, it yields to the rank behind it.
   ns.wait_mark(c, NodeShared::mark(round, 1));
+  if (pull) {
+    if (r != root) {
+      ns.wait_mark(c, NodeShared::mark(round, 3), root);  // the root has read this input
+      ns.set_mark(c, NodeShared::mark(round, 3));
+      return;
+    }
+    combine_direct(ns, n, r, in ? src : nullptr, 0, count, esize, t, op, tmp, block, dst);
+    ns.set_mark(c, NodeShared::mark(round, 3));  // (the others' marks follow: nothing to wait for)
+    ns.direct_done();
+    return;
+  }
   if (!push) {
     // In place, slice q of the root's output is read by rank q alone, before rank q writes
     // it. A rank whose write failed says so in its failure line; the root throws.
