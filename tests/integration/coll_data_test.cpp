@@ -33,8 +33,9 @@ using rmp::testing::fold;
 using rmp::testing::messy_value;
 using rmp::testing::op_allowed;
 
-// Element counts: empty, small, and more than a 128 KiB fragment of doubles.
-const std::size_t kCounts[] = {0, 5, 40001};
+// Element counts: empty, small, within one block of the direct paths (16 KiB of doubles:
+// a direct reduce's root pulls it) and more than a 128 KiB fragment of doubles.
+const std::size_t kCounts[] = {0, 5, 2001, 40001};
 
 template <class T>
 std::vector<T> exact_input(Op op, int r, std::size_t n, std::uint64_t salt) {
