@@ -629,8 +629,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   // where that has taken their place (a bcast whose ranks have cores of their own), unless
   // RMP_<COLL>_ALGO forces the chunks (rank 0's setting: every rank agrees).
   const bool chunks = ns->paths(index_) >> NodeShared::kShmPath & 1;
-  const bool is_forced = forced(k, c) >= 0;
-  if (!chunks && !is_forced) path_ = NodeShared::kDirectPath;
+  if (!chunks && forced(k, c) < 0) path_ = NodeShared::kDirectPath;
   // The size first: the cheapest test, and it ends small calls (an 8-byte bcast) at once.
   // (Not at or below kMaxBytes either: there the direct allreduce and reduce are the
   // node-shared path's small forms, and their time would be recorded as the direct path's.)
@@ -647,7 +646,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
                                               k == Coll::alltoall || !chunks);
   const std::size_t least =
       from_small ? kMaxBytes : std::max(ctx.coll_params().eager_threshold, kMaxBytes);
-  if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || is_forced) return;
+  if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || forced(k, c) >= 0) return;
   if (c.rank() == decider) {
     t0_ = std::chrono::steady_clock::now();
     timed_ = ns;
@@ -1175,18 +1174,22 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   const std::size_t blocks = (count + per - 1) / per;
   const bool push = blocks > 4 * depth && ns.own_cores();
   const bool pull = blocks == 1;
-  // Scratch before anything is published. Sliced: three blocks for combine_direct and, off
-  // the root, one for the result; pushed: `depth` slots for each other rank, one aside.
   // Pulled with up to 8 ranks (scratch of a block per rank, at most 1 MiB by default): the
   // root reads every other input before it combines any, and says so, so that the others
   // leave once their input is read rather than once it is combined too. 2 ranks, 6
   // interleaved runs: 16 / 64 / 128 KiB 3.21 / 7.27 / 11.99 us a call (the ranks' mean, as
   // OSU times it) against 3.41 / 8.12 / 14.28 reading and combining in turn.
   const bool read_first = pull && n <= 8;
-  std::byte* tmp = read_first && r == root ? ns.scratch(static_cast<std::size_t>(n) * block)
-                   : !push                 ? ns.scratch(4 * block)
-                   : r == root ? ns.scratch((static_cast<std::size_t>(n - 1) * depth + 1) * block)
-                               : nullptr;
+  // Scratch blocks, taken before anything is published. At the root: pushed, `depth` slots
+  // for each other rank and one aside; pulled reading first, one per rank; else three for
+  // combine_direct and one more. Elsewhere only a slice's: three and one for the result.
+  const auto un = static_cast<std::size_t>(n);
+  const std::size_t scratch = r == root      ? (push         ? (un - 1) * depth + 1
+                                                : read_first ? un
+                                                             : 4)
+                              : push || pull ? 0
+                                             : 4;
+  std::byte* tmp = scratch ? ns.scratch(scratch * block) : nullptr;
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
   if (!push) ns.set_source(c, src);                   // every rank reads its slice of it
@@ -1205,13 +1208,11 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     }
     if (read_first) {
       const std::size_t len = count * esize;
-      auto part = [&](int q) -> const std::byte* {
-        if (q == r) return in ? src : tmp + static_cast<std::size_t>(q) * block;
-        return tmp + static_cast<std::size_t>(q) * block;
-      };
-      if (!in) std::memcpy(tmp + static_cast<std::size_t>(r) * block, dst, len);
+      auto slot = [&](int q) { return tmp + static_cast<std::size_t>(q) * block; };
+      auto part = [&](int q) -> const std::byte* { return q == r && in ? src : slot(q); };
+      if (!in) std::memcpy(slot(r), dst, len);  // in place: its own part, aside
       for (int q = 0; q < n; ++q)
-        if (q != r) ns.read_direct(q, ns.source(q), tmp + static_cast<std::size_t>(q) * block, len);
+        if (q != r) ns.read_direct(q, ns.source(q), slot(q), len);
       ns.set_mark(c, NodeShared::mark(round, 3));  // every input is read
       if (!ns.direct_failed()) combine_in_rank_order(op, t, n, part, dst, count);
       ns.direct_done();

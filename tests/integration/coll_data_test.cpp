@@ -6,7 +6,6 @@
 #include "harness.hpp"
 
 #include <sys/uio.h>
-#include <unistd.h>
 #include "runtime/stats.hpp"
 
 #include <algorithm>
@@ -391,8 +390,7 @@ TEST(CollData, PathChoice_StartsAboveFourKiB_ForAllgatherAndAlltoall) {
   const rmp::Comm& w = rmp::world();
   const int p = size();
   const bool cma = cma_between_ranks(w);
-  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
-  const bool own_cores = !(cores > 0 && p > cores);
+  const bool own_cores = ranks_have_own_cores(p);
   auto chosen = [] {
     const rmp::rt::Counters c = rmp::rt::counters();
     return c.coll_shm_path + c.coll_p2p_path + c.coll_direct_path;
@@ -505,8 +503,7 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   // cross-memory attach works between the ranks, and with ranks sharing cores only an
   // alltoall's (a bcast's replaces its chunks, so a bcast chooses where point-to-point is
   // open either way).
-  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);  // as the runtime counts them
-  const bool own_cores = !(cores > 0 && p > cores);
+  const bool own_cores = ranks_have_own_cores(p);
   auto chooses = [&](const char* env, bool p2p, bool direct) {
     return p > 1 && !std::getenv(env) && (p2p && own_cores) + (direct && cma) >= 1;
   };

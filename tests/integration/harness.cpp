@@ -160,6 +160,11 @@ int pair_partner() {
 
 std::string who(int r) { return "rank " + std::to_string(r); }
 
+bool ranks_have_own_cores(int ranks) {
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return !(cores > 0 && ranks > cores);
+}
+
 bool cma_between_ranks(const rmp::Comm& w) {
   const char* env = std::getenv("RMP_SHM_CMA");
   if ((env && std::string(env) == "0") || w.size() < 2) return false;

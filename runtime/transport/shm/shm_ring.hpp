@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <utility>
 
 #include "runtime/copy.hpp"
 #include "runtime/transport/transport.hpp"
@@ -296,6 +297,13 @@ struct alignas(kLine) SplitShared {
   };
   alignas(kLine) Get gets[kSplitBatch];
 };
+// Piece p of a batch of k gets as bytes [first, second) of get p % k, cut at `cut` of `len`:
+// its first part for p < k, its second for the others.
+inline std::pair<std::size_t, std::size_t> split_piece_bytes(std::uint32_t p, std::uint32_t k,
+                                                             std::size_t cut, std::size_t len) {
+  return p < k ? std::pair<std::size_t, std::size_t>{0, cut}
+               : std::pair<std::size_t, std::size_t>{cut, len};
+}
 inline constexpr std::size_t kSplitMinPiece = 16 << 10;
 
 struct ChunkLayout {

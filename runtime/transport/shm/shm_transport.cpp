@@ -774,8 +774,8 @@ int ShmEndpoint::drive_split() {
     CmaSpan spans[2 * kSplitBatch];
     for (std::uint32_t p = first; p < end; ++p) {
       const GetJob& j = splits_[p % k];
-      const std::size_t cut = split_cut_[p % k], from = p < k ? 0 : cut;
-      spans[p - first] = {j.dst + from, j.remote + from, (p < k ? cut : j.len) - from};
+      const auto [from, to] = split_piece_bytes(p, k, split_cut_[p % k], j.len);
+      spans[p - first] = {j.dst + from, j.remote + from, to - from};
     }
     if (!split_err_)
       split_err_ = cross_memory_copy(peer_pid_, std::span(spans, end - first), false);
@@ -853,7 +853,7 @@ int ShmEndpoint::help_split() {
       const std::uint64_t dst = g.dst.load(std::memory_order_relaxed);
       const std::uint64_t len = g.len.load(std::memory_order_relaxed);
       const std::uint64_t cut = std::min(g.cut.load(std::memory_order_relaxed), len);
-      const std::uint64_t from = p < k ? 0 : cut, to = p < k ? cut : len;
+      const auto [from, to] = split_piece_bytes(p, k, cut, len);
       spans[p - lo] = {reinterpret_cast<std::byte*>(src + from), dst + from, to - from};
       copied += to > from;
     }
