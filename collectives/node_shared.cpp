@@ -1131,14 +1131,15 @@ void combine_direct(NodeShared& ns, int n, int r, const std::byte* in, std::size
   for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q, tmp), acc, cnt);
 }
 
-// At the root of a direct reduce, once every rank is done: throws for a rank that could not
-// write its part into the root's memory in this round.
-void throw_if_push_failed(NodeShared& ns, int n, std::uint64_t round) {
+// Once every rank is done with a direct reduce (at its root) or allreduce: throws for a rank
+// that could not deliver its part into this rank's memory in this round (`what`: the call
+// and where it writes).
+void throw_if_push_failed(NodeShared& ns, int n, std::uint64_t round, const char* what) {
   for (int q = 0; q < n; ++q)
     if (ns.push_failed(q) == round)
-      throw Error(Errc::transport,
-                  "collectives: reduce: rank " + std::to_string(q) +
-                      " could not deliver its part to the root (cross-memory attach failed)");
+      throw Error(Errc::transport, std::string("collectives: ") + what + ": rank " +
+                                       std::to_string(q) +
+                                       " could not deliver its part (cross-memory attach failed)");
 }
 
 }  // namespace
@@ -1238,7 +1239,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     ns.set_mark(c, NodeShared::mark(round, 3));
     ns.wait_mark(c, NodeShared::mark(round, 3));  // all slices are in, nobody reads an input
     ns.direct_done();  // this rank's own failure first (and cleared for the next call)
-    if (r == root) throw_if_push_failed(ns, n, round);
+    if (r == root) throw_if_push_failed(ns, n, round, "reduce");
     return;
   }
   // Pushed. The counts go on from call to call (every rank counts the blocks of every pushed
@@ -1282,7 +1283,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     ns.set_consumed(c, key(b + 1));
   }
   ns.set_mark(c, NodeShared::mark(round, 3));
-  throw_if_push_failed(ns, n, round);
+  throw_if_push_failed(ns, n, round, "reduce");
 }
 
 void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
@@ -1316,9 +1317,13 @@ void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
       ns.write_direct(q, acc, ns.result(q) + pos, len);
     }
   }
+  // A rank that could not read a part or write its slice says so: the others' outputs lack
+  // that slice (they would otherwise return with it stale).
+  if (ns.direct_failed()) ns.set_push_failed(c, round);
   ns.set_mark(c, NodeShared::mark(round, 3));
   ns.wait_mark(c, NodeShared::mark(round, 3));  // all results are in, nobody reads this input
-  ns.direct_done();
+  ns.direct_done();  // this rank's own failure first (and cleared for the next call)
+  throw_if_push_failed(ns, n, round, "allreduce");
 }
 
 }  // namespace rmp::coll

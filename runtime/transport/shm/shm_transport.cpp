@@ -270,6 +270,9 @@ private:
   std::uint32_t split_gen_ = 0, split_count_ = 0, split_mine_ = 0;
   std::array<std::size_t, kSplitBatch> split_cut_{};
   int split_err_ = 0;
+  // The owner could not write into this process (it left pieces to redo): it cannot help,
+  // so the gets are no longer cut and the owner no longer woken.
+  bool owner_cannot_help_ = false;
   // As owner: the peer published a split get; help until no piece is left.
   bool helping_ = false;
   bool help_broken_ = false;  // writev failed once: leave every piece to the requester
@@ -548,7 +551,6 @@ void ShmEndpoint::start_get(const GetJob& j) {
     case CopyChooser::Mode::split:
       splits_.push_back(j);
       t_.mark_busy(this);
-      ++t_.counters().shm_gets_split;
       break;
   }
 }
@@ -748,7 +750,7 @@ int ShmEndpoint::drive_split() {
     bool owner_part = false;
     for (std::size_t i = 0; i < k; ++i) {
       const GetJob& j = splits_[i];
-      const std::size_t cut = t_.split_piece(j.len);
+      const std::size_t cut = owner_cannot_help_ ? j.len : t_.split_piece(j.len);
       split_cut_[i] = cut;
       sh->gets[i].src.store(j.remote, std::memory_order_relaxed);
       sh->gets[i].dst.store(reinterpret_cast<std::uint64_t>(j.dst), std::memory_order_relaxed);
@@ -795,8 +797,10 @@ int ShmEndpoint::drive_split() {
   }
   // Every piece is claimed: wait for the owner's.
   if (split_mine_ + sh->owner_done.load(std::memory_order_acquire) < pieces) return 0;
-  copy(sh->redo_first.load(std::memory_order_relaxed),
-       sh->redo_end.load(std::memory_order_relaxed));
+  const std::uint32_t redo_first = sh->redo_first.load(std::memory_order_relaxed),
+                      redo_end = sh->redo_end.load(std::memory_order_relaxed);
+  owner_cannot_help_ = owner_cannot_help_ || redo_end > redo_first;
+  copy(redo_first, redo_end);
   if (t_.cma_refused(split_err_)) {
     // Cross-memory attach is forbidden here: copy these gets through chunks instead.
     for (std::uint32_t i = 0; i < k; ++i) {
@@ -812,6 +816,7 @@ int ShmEndpoint::drive_split() {
              std::to_string(peer_pid_) + " failed: " + std::strerror(split_err_));
   } else {
     record_batch(CopyChooser::Mode::split, splits_, k);
+    t_.counters().shm_gets_split += k;
   }
   for (std::uint32_t i = 0; i < k; ++i) {
     const GetJob& j = splits_.front();
