@@ -108,30 +108,46 @@ Environment::~Environment() {
   if (!p.initialized || p.finalized) return;
   try {
     detail::Engine& e = *p.engine;
-    // Deliver what is still in flight (detached requests included), bounded in time.
-    constexpr auto kWait = std::chrono::seconds(60);
-    auto deadline = std::chrono::steady_clock::now() + kWait;
+    using Clock = std::chrono::steady_clock;
+    // Deliver what is still in flight (detached requests included), bounded in time. A
+    // notice after a few seconds names what is still waiting for a receive (an erroneous
+    // program: every send must be matched before finalize).
+    constexpr auto kDeliver = std::chrono::seconds(60), kNotice = std::chrono::seconds(5);
+    const auto start = Clock::now();
+    bool noticed = false;
     e.progress_until([&] {
-      return e.drained() || std::chrono::steady_clock::now() > deadline;
+      if (e.drained()) return true;
+      const auto now = Clock::now();
+      if (!noticed && now - start > kNotice && e.outstanding_sends() != 0) {
+        noticed = true;
+        rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
+                     " send(s) not yet matched by a receive, waiting up to 60 s for them: " +
+                     e.describe_outstanding_sends());
+      }
+      return now - start > kDeliver;
     });
     if (e.outstanding_sends() != 0)
       rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
-                   " sends were never matched by a receive; giving up on them after 60 s");
+                   " send(s) were never matched by a receive; giving up on them after 60 s: " +
+                   e.describe_outstanding_sends());
     // Everyone stops together (unless the wait below times out): nobody unmaps memory a peer
     // may still be reading. The barrier runs through the progress engine, so rendezvous data
     // keeps flowing while we wait. It is the non-blocking one (RMP_BARRIER_ALGO forces the
     // user's barriers, not this one), bounded too: a rank that never finalises (alive, but
     // stuck or still working) ends this wait with an error, and rlaunch then ends the job,
-    // instead of a finalize that never returns.
+    // instead of a finalize that never returns. The bound covers another rank's delivery
+    // above first: with one bound for both, a rank with an unmatched send and a rank waiting
+    // here for it timed out together, and the waiting one, leaving first, was blamed.
     Request closing = p.world.ibarrier();
     auto reached = [&] { return closing.state_for_internal_use()->complete; };
-    deadline = std::chrono::steady_clock::now() + kWait;
-    e.progress_until([&] { return reached() || std::chrono::steady_clock::now() > deadline; });
+    constexpr auto kArrive = kDeliver + std::chrono::seconds(60);
+    const auto entered = Clock::now();
+    e.progress_until([&] { return reached() || Clock::now() - entered > kArrive; });
     if (!reached()) {
       p.engine->stop_progress_thread();
       throw Error(Errc::timeout,
                   "the job's closing barrier: not every rank reached finalize "
-                  "within 60 s (one still running, or stuck?); leaving without "
+                  "within 120 s (one still running, or stuck?); leaving without "
                   "the others");
     }
     closing.wait();

@@ -137,6 +137,25 @@ RequestState* Engine::alloc() {
   free_.push_back(r);
 }
 
+std::string Engine::describe_outstanding_sends(std::size_t max_listed) {
+  Lock g(*this);
+  std::vector<const RequestState*> unused(free_.begin(), free_.end());
+  std::sort(unused.begin(), unused.end());
+  std::string out;
+  std::size_t n = 0;
+  for (const auto& owned : pool_) {
+    const RequestState* r = owned.get();
+    if (r->kind != RequestState::Kind::send || r->complete ||
+        std::binary_search(unused.begin(), unused.end(), r))
+      continue;
+    if (n++ < max_listed)
+      out += std::string(out.empty() ? "" : "; ") + "to rank " + std::to_string(r->peer) +
+             " (tag " + std::to_string(r->tag) + ", " + std::to_string(r->bytes) + " bytes)";
+  }
+  if (n > max_listed) out += "; and " + std::to_string(n - max_listed) + " more";
+  return out;
+}
+
 void Engine::complete(RequestState* r) {
   r->complete = true;
   if (r->kind == RequestState::Kind::send) {
@@ -262,6 +281,7 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   r->kind = RequestState::Kind::send;
   r->sbuf = buf;
   r->bytes = bytes;
+  r->tag = tag;
   const int world = comm.world_rank(dest);
   r->peer = world;
   ++outstanding_sends_;

@@ -35,7 +35,7 @@ struct RequestState {
   Errc err = Errc::internal;
   std::unique_ptr<std::string> err_msg;  // only when failed: keeps the struct cheap to reset
   Status status;
-  // receive
+  // receive (tag: a send's too, for messages)
   std::uint32_t ctx = 0;
   int src = any_source, tag = any_tag;
   void* buf = nullptr;
@@ -209,6 +209,9 @@ public:
     Lock g(*this);
     return outstanding_sends_;
   }
+  // The sends not yet complete, for finalize's messages: "to rank 0 (tag 5, 8388608 bytes)"
+  // for each of the first `max_listed`, then how many more.
+  std::string describe_outstanding_sends(std::size_t max_listed = 4);
   // No send in flight and no message (data or control: a rendezvous FIN, a credit return)
   // waiting for room in a transport: what a rank must reach before it stops progressing,
   // or a peer may wait forever for a FIN this rank still holds.
