@@ -21,6 +21,7 @@ using api::checked_bytes;
 using api::checked_total;
 using api::comm_of;
 using api::pair_weight;
+using api::refuse_in_place;
 using api::validated;
 using coll::Coll;
 using p2p::Channel;
@@ -88,18 +89,32 @@ CallRecord rooted_v(const detail::CommImpl& c, std::size_t count, std::size_t es
 }
 
 // Largest element index a (counts, displs) layout touches, checked for overflow.
-std::size_t layout_extent(const char* call, std::span<const std::size_t> counts,
-                          std::span<const std::size_t> displs, int size, std::size_t esize) {
+std::size_t layout_extent(const char* call, const char* counts_arg, const char* displs_arg,
+                          std::span<const std::size_t> counts, std::span<const std::size_t> displs,
+                          int size, std::size_t esize) {
   std::size_t end = 0;
+  int last = 0;  // the rank whose block ends last
   for (int i = 0; i < size; ++i) {
     const std::size_t c = counts[static_cast<std::size_t>(i)], d = displs[static_cast<std::size_t>(i)];
     if (c > SIZE_MAX - d)
-      throw Error(Errc::invalid_count, std::string(call) + ": displacement " + std::to_string(d) +
-                                           " + count " + std::to_string(c) + " of rank " +
-                                           std::to_string(i) + " overflows");
-    end = std::max(end, c ? c + d : 0);
+      throw Error(Errc::invalid_count, std::string(call) + ": " + displs_arg + "[" +
+                                           std::to_string(i) + "] = " + std::to_string(d) + " + " +
+                                           counts_arg + "[" + std::to_string(i) +
+                                           "] = " + std::to_string(c) + " overflows");
+    if (c && c + d > end) {
+      end = c + d;
+      last = i;
+    }
   }
-  checked_bytes(call, "counts", end, esize);
+  std::size_t bytes;
+  if (__builtin_mul_overflow(end, esize, &bytes) || bytes > static_cast<std::size_t>(PTRDIFF_MAX)) {
+    const auto at = static_cast<std::size_t>(last);
+    throw Error(Errc::invalid_count,
+                std::string(call) + ": " + displs_arg + "[" + std::to_string(last) +
+                    "] = " + std::to_string(displs[at]) + " + " + counts_arg + "[" +
+                    std::to_string(last) + "] = " + std::to_string(counts[at]) + " elements of " +
+                    std::to_string(esize) + " bytes reaches beyond the address space");
+  }
   return end;
 }
 
@@ -128,7 +143,8 @@ void check_root_layout(const detail::CommImpl& c, const char* call, const char* 
                        std::span<const std::size_t> displs, std::size_t esize) {
   check_counts(call, "counts", counts, c.size());
   check_counts(call, "displs", displs, c.size());
-  check_buffer(call, arg, buf, layout_extent(call, counts, displs, c.size(), esize));
+  check_buffer(call, arg, buf,
+               layout_extent(call, "counts", "displs", counts, displs, c.size(), esize));
   const std::size_t at_root = counts[static_cast<std::size_t>(c.rank())];
   if (at_root != count)
     throw Error(Errc::invalid_count, std::string(call) + ": the root's count " +
@@ -304,11 +320,13 @@ void Comm::barrier() const {
   coll::barrier(c);
 }
 
-void Comm::bcast_(void* buf, std::size_t count, std::size_t esize, Type t, int root) const {
+void Comm::bcast_(void* buf, bool inplace, std::size_t count, std::size_t esize, Type t,
+                  int root) const {
   detail::CommImpl& c = comm_of(*this, "bcast");
   const std::size_t bytes = validated(
       c, "bcast", Coll::bcast,
       [&] {
+        if (inplace) refuse_in_place("bcast", "buf");
         check_rank("bcast", "root", root, c.size(), false);
         const std::size_t b = checked_bytes("bcast", "count", count, esize);
         check_buffer("bcast", "buf", buf, count);
@@ -392,12 +410,13 @@ void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out, s
   coll::gather(c, inplace ? nullptr : in, out, bytes, root);
 }
 
-void Comm::scatter_(const void* in, std::size_t count, void* out, std::size_t esize, Type t,
-                    int root) const {
+void Comm::scatter_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
+                    Type t, int root) const {
   detail::CommImpl& c = comm_of(*this, "scatter");
   const std::size_t bytes = validated(
       c, "scatter", Coll::scatter,
       [&] {
+        if (inplace) refuse_in_place("scatter", "in");
         check_rank("scatter", "root", root, c.size(), false);
         const std::size_t b = checked_bytes("scatter", "count", count, esize);
         checked_total("scatter", count, c.size(), esize);
@@ -463,12 +482,13 @@ void Comm::scan_(const void* in, bool inplace, void* out, std::size_t count, std
   coll::scan(c, inplace ? nullptr : in, out, count, esize, t, op, exclusive);
 }
 
-void Comm::gatherv_(const void* in, std::size_t count, void* out, sizes counts, sizes displs,
-                    std::size_t esize, Type t, int root) const {
+void Comm::gatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
+                    sizes displs, std::size_t esize, Type t, int root) const {
   detail::CommImpl& c = comm_of(*this, "gatherv");
   validated(
       c, "gatherv", Coll::gatherv,
       [&] {
+        if (inplace) refuse_in_place("gatherv", "in");
         check_rooted_v(c, "gatherv", "in", in, count, esize, root);
         if (c.rank() == root)
           check_root_layout(c, "gatherv", "out", out, count, counts, displs, esize);
@@ -478,12 +498,13 @@ void Comm::gatherv_(const void* in, std::size_t count, void* out, sizes counts, 
   coll::gatherv(c, in, count, out, counts, displs, esize, root);
 }
 
-void Comm::scatterv_(const void* in, sizes counts, sizes displs, void* out, std::size_t count,
-                     std::size_t esize, Type t, int root) const {
+void Comm::scatterv_(const void* in, bool inplace, sizes counts, sizes displs, void* out,
+                     std::size_t count, std::size_t esize, Type t, int root) const {
   detail::CommImpl& c = comm_of(*this, "scatterv");
   validated(
       c, "scatterv", Coll::scatterv,
       [&] {
+        if (inplace) refuse_in_place("scatterv", "in");
         check_rooted_v(c, "scatterv", "out", out, count, esize, root);
         if (c.rank() == root)
           check_root_layout(c, "scatterv", "in", in, count, counts, displs, esize);
@@ -531,8 +552,9 @@ void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* ou
         check_counts("allgatherv", "displs", displs, c.size());
         checked_bytes("allgatherv", "count", count, esize);
         if (!inplace) check_buffer("allgatherv", "in", in, count);
-        check_buffer("allgatherv", "out", out,
-                     layout_extent("allgatherv", counts, displs, c.size(), esize));
+        check_buffer(
+            "allgatherv", "out", out,
+            layout_extent("allgatherv", "counts", "displs", counts, displs, c.size(), esize));
         if (counts[static_cast<std::size_t>(c.rank())] != count)
           throw Error(Errc::invalid_count,
                       "allgatherv: this rank's count " + std::to_string(count) +
@@ -548,20 +570,23 @@ void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* ou
   coll::allgatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize);
 }
 
-void Comm::alltoallv_(const void* in, sizes scounts, sizes sdispls, void* out, sizes rcounts,
-                      sizes rdispls, std::size_t esize, Type t) const {
+void Comm::alltoallv_(const void* in, bool inplace, sizes scounts, sizes sdispls, void* out,
+                      sizes rcounts, sizes rdispls, std::size_t esize, Type t) const {
   detail::CommImpl& c = comm_of(*this, "alltoallv");
   validated(
       c, "alltoallv", Coll::alltoallv,
       [&] {
+        if (inplace) refuse_in_place("alltoallv", "in");
         check_counts("alltoallv", "scounts", scounts, c.size());
         check_counts("alltoallv", "sdispls", sdispls, c.size());
         check_counts("alltoallv", "rcounts", rcounts, c.size());
         check_counts("alltoallv", "rdispls", rdispls, c.size());
-        check_buffer("alltoallv", "in", in,
-                     layout_extent("alltoallv", scounts, sdispls, c.size(), esize));
-        check_buffer("alltoallv", "out", out,
-                     layout_extent("alltoallv", rcounts, rdispls, c.size(), esize));
+        check_buffer(
+            "alltoallv", "in", in,
+            layout_extent("alltoallv", "scounts", "sdispls", scounts, sdispls, c.size(), esize));
+        check_buffer(
+            "alltoallv", "out", out,
+            layout_extent("alltoallv", "rcounts", "rdispls", rcounts, rdispls, c.size(), esize));
         return 0;
       },
       [&] {
@@ -586,8 +611,10 @@ Request Comm::ibarrier() const {
   return Request(c.engine().start(coll::ibarrier(impl_)));
 }
 
-Request Comm::ibcast_(void* buf, std::size_t count, std::size_t esize, Type, int root) const {
+Request Comm::ibcast_(void* buf, bool inplace, std::size_t count, std::size_t esize, Type,
+                      int root) const {
   detail::CommImpl& c = comm_of(*this, "ibcast");
+  if (inplace) refuse_in_place("ibcast", "buf");
   check_rank("ibcast", "root", root, c.size(), false);
   const std::size_t bytes = checked_bytes("ibcast", "count", count, esize);
   check_buffer("ibcast", "buf", buf, count);

@@ -34,6 +34,14 @@ void throw_total_overflow(const char* call, std::size_t count, int ranks, std::s
                   std::to_string(ranks) + " ranks overflows the address space");
 }
 
+void refuse_in_place(const char* call, const char* arg) {
+  throw Error(Errc::invalid_argument,
+              std::string(call) + ": argument '" + arg +
+                  "' is rmp::in_place, which applies only to the input of allreduce, "
+                  "iallreduce, reduce and gather (at the root), scan, exscan, allgather(v), "
+                  "alltoall and reduce_scatter(_block)");
+}
+
 void throw_bytes_overflow(const char* call, const char* arg, std::size_t count, std::size_t esize) {
   throw Error(Errc::invalid_count,
               std::string(call) + ": argument '" + arg + "' = " + std::to_string(count) +

@@ -207,7 +207,7 @@ public:
   void barrier() const;
   template <detail::Element T>
   void bcast(T* buf, std::size_t count, int root) const {
-    bcast_(buf, count, sizeof(T), detail::type_code<T>(), root);
+    bcast_(buf, buf == in_place<T>, count, sizeof(T), detail::type_code<T>(), root);
   }
   template <detail::Element T>
   void reduce(const T* in, std::type_identity_t<T>* out, std::size_t count, Op op,
@@ -230,7 +230,7 @@ public:
   }
   template <detail::Element T>
   void scatter(const std::type_identity_t<T>* in, std::size_t count, T* out, int root) const {
-    scatter_(in, count, out, sizeof(T), detail::type_code<T>(), root);
+    scatter_(in, in == in_place<T>, count, out, sizeof(T), detail::type_code<T>(), root);
   }
   template <detail::Element T>
   void allgather(const T* in, std::size_t count, T* out) const {
@@ -257,13 +257,15 @@ public:
   void gatherv(const T* in, std::size_t count, std::type_identity_t<T>* out,
                std::span<const std::size_t> counts, std::span<const std::size_t> displs,
                int root) const {
-    gatherv_(in, count, out, counts, displs, sizeof(T), detail::type_code<T>(), root);
+    gatherv_(in, in == in_place<T>, count, out, counts, displs, sizeof(T), detail::type_code<T>(),
+             root);
   }
   template <detail::Element T>
   void scatterv(const std::type_identity_t<T>* in, std::span<const std::size_t> counts,
                 std::span<const std::size_t> displs, T* out, std::size_t count,
                 int root) const {
-    scatterv_(in, counts, displs, out, count, sizeof(T), detail::type_code<T>(), root);
+    scatterv_(in, in == in_place<T>, counts, displs, out, count, sizeof(T), detail::type_code<T>(),
+              root);
   }
   template <detail::Element T>
   void reduce_scatter(const T* in, T* out, std::span<const std::size_t> counts, Op op) const {
@@ -280,14 +282,15 @@ public:
                  std::span<const std::size_t> sdispls, T* out,
                  std::span<const std::size_t> rcounts,
                  std::span<const std::size_t> rdispls) const {
-    alltoallv_(in, scounts, sdispls, out, rcounts, rdispls, sizeof(T), detail::type_code<T>());
+    alltoallv_(in, in == in_place<T>, scounts, sdispls, out, rcounts, rdispls, sizeof(T),
+               detail::type_code<T>());
   }
 
   // non-blocking collectives
   Request ibarrier() const;
   template <detail::Element T>
   Request ibcast(T* buf, std::size_t count, int root) const {
-    return ibcast_(buf, count, sizeof(T), detail::type_code<T>(), root);
+    return ibcast_(buf, buf == in_place<T>, count, sizeof(T), detail::type_code<T>(), root);
   }
   template <detail::Element T>
   Request iallreduce(const T* in, T* out, std::size_t count, Op op) const {
@@ -311,15 +314,17 @@ private:
                  int tag) const;
   Status sendrecv_(const void* sbuf, std::size_t scount, int dest, int stag, void* rbuf,
                    std::size_t rcount, int source, int rtag, std::size_t esize, Type t) const;
-  void bcast_(void* buf, std::size_t count, std::size_t esize, Type t, int root) const;
+  // `inplace` where in_place has no meaning: the call refuses it (Errc::invalid_argument).
+  void bcast_(void* buf, bool inplace, std::size_t count, std::size_t esize, Type t,
+              int root) const;
   void reduce_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
                Type t, Op op, int root) const;
   void allreduce_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
                   Type t, Op op, Compression c, bool explicit_compression) const;
   void gather_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
                Type t, int root) const;
-  void scatter_(const void* in, std::size_t count, void* out, std::size_t esize, Type t,
-                int root) const;
+  void scatter_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
+                Type t, int root) const;
   void allgather_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
                   Type t) const;
   void alltoall_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
@@ -328,17 +333,18 @@ private:
                              std::size_t esize, Type t, Op op) const;
   void scan_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
              Type t, Op op, bool exclusive) const;
-  void gatherv_(const void* in, std::size_t count, void* out, sizes counts, sizes displs,
-                std::size_t esize, Type t, int root) const;
-  void scatterv_(const void* in, sizes counts, sizes displs, void* out, std::size_t count,
-                 std::size_t esize, Type t, int root) const;
+  void gatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
+                sizes displs, std::size_t esize, Type t, int root) const;
+  void scatterv_(const void* in, bool inplace, sizes counts, sizes displs, void* out,
+                 std::size_t count, std::size_t esize, Type t, int root) const;
   void reduce_scatter_(const void* in, bool inplace, void* out, sizes counts, std::size_t esize,
                        Type t, Op op) const;
   void allgatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
                    sizes displs, std::size_t esize, Type t) const;
-  void alltoallv_(const void* in, sizes scounts, sizes sdispls, void* out, sizes rcounts,
-                  sizes rdispls, std::size_t esize, Type t) const;
-  Request ibcast_(void* buf, std::size_t count, std::size_t esize, Type t, int root) const;
+  void alltoallv_(const void* in, bool inplace, sizes scounts, sizes sdispls, void* out,
+                  sizes rcounts, sizes rdispls, std::size_t esize, Type t) const;
+  Request ibcast_(void* buf, bool inplace, std::size_t count, std::size_t esize, Type t,
+                  int root) const;
   Request iallreduce_(const void* in, bool inplace, void* out, std::size_t count,
                       std::size_t esize, Type t, Op op) const;
 

@@ -129,6 +129,58 @@ TEST(CollErrors, InPlaceAwayFromTheRoot_InvalidArgument) {
   }
 }
 
+// in_place where it has no meaning (bcast's buffer, a scatter's input, the v-variants that do
+// not take it): refused on every rank alike, never read or written as a buffer of one element.
+TEST(CollErrors, InPlaceWhereItHasNoMeaning_InvalidArgument) {
+  const rmp::Comm& w = rmp::world();
+  const auto n = static_cast<std::size_t>(size());
+  std::vector<int> v(4 * n, 7);
+  std::vector<std::size_t> counts(n, 4), displs(n);
+  for (std::size_t q = 0; q < n; ++q) displs[q] = 4 * q;
+  int* ip = const_cast<int*>(rmp::in_place<int>);
+  expect_error([&] { w.bcast(ip, 4, 0); }, Errc::invalid_argument, {"bcast", "'buf'", "in_place"},
+               "bcast");
+  expect_error([&] { (void)w.ibcast(ip, 4, 0); }, Errc::invalid_argument,
+               {"ibcast", "'buf'", "in_place"}, "ibcast");
+  expect_error([&] { w.scatter(rmp::in_place<int>, 4, v.data(), 0); }, Errc::invalid_argument,
+               {"scatter", "'in'", "in_place"}, "scatter");
+  expect_error([&] { w.scatterv(rmp::in_place<int>, counts, displs, v.data(), 4, 0); },
+               Errc::invalid_argument, {"scatterv", "'in'", "in_place"}, "scatterv");
+  expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), counts, displs, 0); },
+               Errc::invalid_argument, {"gatherv", "'in'", "in_place"}, "gatherv");
+  expect_error([&] { w.alltoallv(rmp::in_place<int>, counts, displs, v.data(), counts, displs); },
+               Errc::invalid_argument, {"alltoallv", "'in'", "in_place"}, "alltoallv");
+  EXPECT_EQ(v, std::vector<int>(4 * n, 7)) << "a refused call wrote into its output";
+  w.barrier();  // and the communicator still works
+}
+
+// A displacement whose block ends beyond the address space: the error names the displacement
+// and count of the block, as given.
+TEST(CollErrors, DisplacementBeyondTheAddressSpace_InvalidCountNamingIt) {
+  const rmp::Comm& w = rmp::world();
+  const auto n = static_cast<std::size_t>(size());
+  std::vector<int> a(1), b(4 * n);
+  std::vector<std::size_t> counts(n, 1), displs(n), far(n);
+  for (std::size_t q = 0; q < n; ++q) displs[q] = q;
+  far = displs;
+  far[n - 1] = SIZE_MAX / 2;  // × 4 bytes: beyond
+  const std::string last = std::to_string(n - 1), d = std::to_string(SIZE_MAX / 2);
+  expect_error([&] { w.allgatherv(a.data(), 1, b.data(), counts, far); }, Errc::invalid_count,
+               {"allgatherv", "displs[" + last + "] = " + d, "counts[" + last + "] = 1"},
+               "allgatherv");
+  expect_error([&] { w.alltoallv(b.data(), counts, far, b.data(), counts, displs); },
+               Errc::invalid_count, {"alltoallv", "sdispls[" + last + "] = " + d},
+               "alltoallv sdispls");
+  expect_error([&] { w.alltoallv(b.data(), counts, displs, b.data(), counts, far); },
+               Errc::invalid_count, {"alltoallv", "rdispls[" + last + "] = " + d},
+               "alltoallv rdispls");
+  far[0] = SIZE_MAX;  // displacement + count wraps
+  expect_error([&] { w.allgatherv(a.data(), 1, b.data(), counts, far); }, Errc::invalid_count,
+               {"allgatherv", "displs[0] = " + std::to_string(SIZE_MAX), "overflows"},
+               "allgatherv wrapping");
+  w.barrier();
+}
+
 // A count whose whole vector (count × ranks) overflows: every rank throws, not just the root
 // (a root that threw alone left the others waiting, or reading a wrapped length).
 TEST(CollErrors, CountOverflowingOverAllRanks_InvalidCount) {
