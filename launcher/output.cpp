@@ -12,8 +12,9 @@ void OutputSink::write(std::string_view data) {
 
 void LineForwarder::feed(std::string_view data) {
   std::string batch;  // one write() for everything complete in this chunk
-  if (prefix_.empty()) {
-    // Untagged: no per-line work, everything up to the last newline goes out as it is.
+  if (prefix_.empty() && pending_.size() + data.size() <= kMaxPendingLine + 1) {
+    // Untagged, and no line in reach longer than a piece: no per-line work, everything up to
+    // the last newline goes out as it is.
     const auto last = data.rfind('\n');
     if (last != std::string_view::npos) {
       batch.reserve(pending_.size() + last + 1);
@@ -24,9 +25,18 @@ void LineForwarder::feed(std::string_view data) {
     }
   } else {
     for (auto nl = data.find('\n'); nl != std::string_view::npos; nl = data.find('\n')) {
-      batch += prefix_;
-      batch += pending_;
-      batch.append(data.substr(0, nl + 1));
+      if (pending_.size() + nl <= kMaxPendingLine) {
+        batch += prefix_;
+        batch += pending_;
+        batch.append(data.substr(0, nl + 1));
+      } else {  // a line longer than a piece (the unfinished part and its end): in pieces
+        pending_.append(data.substr(0, nl));
+        for (std::size_t at = 0; at < pending_.size(); at += kMaxPendingLine) {
+          batch += prefix_;
+          batch.append(pending_, at, kMaxPendingLine);
+          batch += '\n';
+        }
+      }
       pending_.clear();
       data.remove_prefix(nl + 1);
     }

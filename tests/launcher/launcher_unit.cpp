@@ -226,6 +226,41 @@ TEST(LineForwarder, OverlongLine_Untagged_PieceEndsTheLine) {
   EXPECT_EQ(out.take(), "yytail\nb");
 }
 
+// A line ending in a later chunk than its held part is cut too: no line goes out longer than
+// a piece (held 64 KiB + a chunk of 64 KiB had gone out as one line of up to 128 KiB).
+TEST(LineForwarder, LineEndingAfterItsHeldPart_NoPieceLongerThanTheLimit) {
+  constexpr std::size_t kMax = LineForwarder::kMaxPendingLine;
+  auto longest = [](const std::string& s) {
+    std::size_t best = 0, at = 0;
+    for (std::size_t nl = s.find('\n'); nl != std::string::npos; nl = s.find('\n', at)) {
+      best = std::max(best, nl - at);
+      at = nl + 1;
+    }
+    return std::max(best, s.size() - at);
+  };
+  for (const std::string prefix : {"", "[0] "}) {
+    for (const auto& [first, second] : {std::pair<std::size_t, std::size_t>{kMax, 100},
+                                        {60000, 10000},
+                                        {kMax - 1, kMax},
+                                        {3, 2 * kMax + 5},
+                                        {kMax, kMax}}) {
+      Captured out;
+      LineForwarder f(out.sink(), prefix);
+      f.feed(std::string(first, 'a'));
+      f.feed(std::string(second, 'b') + "\nnext\n");
+      f.finish();
+      const std::string got = out.take();
+      EXPECT_LE(longest(got), prefix.size() + kMax)
+          << first << " + " << second << " '" << prefix << "'";
+      std::string bytes;  // every byte arrives, in order, and the next line stays whole
+      for (char ch : got)
+        if (ch == 'a' || ch == 'b') bytes += ch;
+      EXPECT_EQ(bytes, std::string(first, 'a') + std::string(second, 'b'));
+      EXPECT_NE(got.find("\n" + prefix + "next\n"), std::string::npos);
+    }
+  }
+}
+
 // Two ranks into one sink, as rlaunch forwards them: a piece of rank 0's overlong line never
 // has rank 1's line appended to it.
 TEST(LineForwarder, OverlongLine_OtherRanksLineStaysWhole) {
