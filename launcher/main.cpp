@@ -16,6 +16,7 @@
 #include "launcher/options.hpp"
 #include "runtime/bootstrap/wire.hpp"
 #include "runtime/params.hpp"
+#include "runtime/stats_path.hpp"
 
 extern char** environ;  // POSIX; no standard C++ header declares it
 
@@ -88,12 +89,15 @@ void check_rank_settings(const LaunchOptions& options, const JobSpec& spec) {
   for (const auto& [key, value] : options.params) in.cli.insert_or_assign(key, value);
   in.transport = "shm";
   in.limits = rmp::rt::declared_limits("shm");
-  // Syntax, ranges and names only: bounds that follow the link figures (cq_depth ≥ sq_depth +
-  // rq_depth, through pipeline_depth) are the ranks' to judge once they have measured them.
+  // Syntax, ranges and names, and bounds of set values (cq_depth ≥ sq_depth + rq_depth with
+  // a profile's depths); bounds that follow the link figures (the depths' formulas, through
+  // pipeline_depth) are the ranks' to judge once they have measured them.
   in.refuse_below_bound = false;
   try {
-    (void)rmp::rt::resolve_env_settings(in);
+    const rmp::rt::EnvSettings settings = rmp::rt::resolve_env_settings(in);
     (void)rmp::rt::resolve_params(in);
+    if (settings.stats.starts_with("json:"))  // as rank 0 will check it (its directory too)
+      (void)rmp::rt::checked_stats_path(settings.stats, 0, spec.np, "");
   } catch (const rmp::Error& e) {
     throw SettingsError(e.what());
   }

@@ -15,6 +15,7 @@
 
 #include "runtime/log.hpp"
 #include "runtime/spin.hpp"
+#include "runtime/stats_path.hpp"
 #include "runtime/transport/self/self_transport.hpp"
 #include "runtime/transport/shm/shm_calibration.hpp"
 #include "runtime/transport/shm/shm_transport.hpp"
@@ -119,25 +120,9 @@ Context::Context(std::unique_ptr<Bootstrap> boot) : boot_(std::move(boot)) {
   local_cores_ = cores > 0 ? static_cast<int>(cores) : id().local_size;  // unknown: not crowded
   oversubscribed_ = id().local_size > local_cores_;
   endpoints_.assign(static_cast<std::size_t>(id().size), nullptr);
-  if (settings_.stats.starts_with("json:")) stats_path_ = checked_stats_path();
-}
-
-// The file RMP_STATS=json:PATH names for this rank, checked at start-up so that a typo is
-// reported before the job runs rather than lost at finalize.
-std::string Context::checked_stats_path() const {
-  const std::string pattern = settings_.stats.substr(5);
-  const std::string path = expand_stats_path(pattern, rank(), id().job_id);
-  const std::string knob = "RMP_STATS=" + settings_.stats;
-  if (size() > 1 && pattern.find("%r") == std::string::npos)
-    throw Error(Errc::invalid_argument, knob + ": all " + std::to_string(size()) +
-                                            " ranks would write the same file; put %r (the "
-                                            "rank) in PATH");
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw Error(Errc::invalid_argument, knob + ": directory " + dir + " of " + path +
-                                            " is not writable (" + std::strerror(errno) + ")");
-  return path;
+  // Checked at start-up, so that a typo is reported before the job runs, not lost at finalize.
+  if (settings_.stats.starts_with("json:"))
+    stats_path_ = checked_stats_path(settings_.stats, rank(), size(), id().job_id);
 }
 
 const Context::CollShape& Context::coll_shape() const {

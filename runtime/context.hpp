@@ -142,7 +142,6 @@ public:
 private:
   Endpoint& connect(int peer);
   static TransportLimits shm_limits(std::size_t am_header_bytes);
-  std::string checked_stats_path() const;
   struct CollShape {
     Params params;
     ForcedAlgos algos;

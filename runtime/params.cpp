@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "runtime/bootstrap/wire.hpp"
@@ -167,6 +168,9 @@ private:
   struct Slot {
     State state = State::pending;
     Resolved result;
+    // An implicit link figure, or a value computed from one: calibration at start-up may
+    // change it (rlaunch judges settings before that).
+    bool follows_link = false;
   };
 
   void resolve(Knob k);
@@ -177,6 +181,9 @@ private:
   std::optional<std::size_t> profile_;
   std::optional<std::size_t> transport_;
   std::array<Slot, kKnobCount> slots_{};
+  // Set when get() returned a value that follows the link figures (see Slot): read around a
+  // resolve and an invariant's bound.
+  bool follows_link_read_ = false;
 };
 
 // Rounds a formula result up. The tiny relative slack absorbs the last-bit error of decimal
@@ -642,7 +649,9 @@ std::optional<Resolver::Explicit> Resolver::explicit_value(const KnobDef& d, Ran
 
 double Resolver::get(Knob k) {
   resolve(k);
-  return slots_[index(k)].result.value;
+  const Slot& slot = slots_[index(k)];
+  follows_link_read_ = follows_link_read_ || slot.follows_link;
+  return slot.result.value;
 }
 
 std::size_t Resolver::lanes_in_use() { return applies(def(Knob::lanes)) ? size(Knob::lanes) : 1; }
@@ -654,6 +663,7 @@ void Resolver::resolve(Knob k) {
   if (slot.state == State::resolving)
     throw Error(Errc::internal, "params: the formulas of " + std::string(d.name) + " form a cycle");
   slot.state = State::resolving;
+  const bool outer_follows = std::exchange(follows_link_read_, false);
 
   const Range range = range_of(d);
   Resolved r;
@@ -701,11 +711,15 @@ void Resolver::resolve(Knob k) {
   }
 
   if (d.invariant.lower_bound) {
+    const bool before_bound = std::exchange(follows_link_read_, false);
     const double bound = d.invariant.lower_bound(*this);
+    // A bound that no link figure moves is final before start-up too.
+    const bool bound_final = !follows_link_read_;
+    follows_link_read_ = before_bound || follows_link_read_;
     if (r.value < bound) {
       const std::string bound_text =
           std::string(d.invariant.bound_name) + " = " + format_value(d, bound);
-      if (given && d.invariant.binds_explicit && in_.refuse_below_bound)
+      if (given && d.invariant.binds_explicit && (in_.refuse_below_bound || bound_final))
         invalid(given->who + "=" + given->text + ": below " + bound_text + " (" +
                 std::string(d.invariant.why) + "; allowed " + allowed_text(d, bound, range.max) +
                 ")");
@@ -719,6 +733,8 @@ void Resolver::resolve(Knob k) {
     }
   }
 
+  slot.follows_link = !given && (follows_link_read_ || (d.calibrated != nullptr));
+  follows_link_read_ = outer_follows;
   slot.result = std::move(r);
   slot.state = State::done;
 }

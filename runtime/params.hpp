@@ -84,8 +84,10 @@ struct ParamsInput {
   // shown in the rows' notes. Empty: no reason given (rinfo, tests).
   std::string not_calibrated_reason;
   bool oversubscribed = false;            // more local ranks than cores
-  // false: an explicit value below an invariant's bound is kept, not refused (rlaunch checks
-  // the ranks' settings before they measure the link figures such bounds follow).
+  // false: an explicit value below an invariant's bound that follows a formula or a
+  // calibrated figure is kept, not refused (rlaunch checks the ranks' settings before they
+  // measure the link figures such bounds follow); below a bound of set values alone it is
+  // refused all the same.
   bool refuse_below_bound = true;
 };
 

@@ -68,25 +68,4 @@ std::string format_stats_json(const Counters& c, int rank, int size, std::string
   return s + "\n}}\n";
 }
 
-std::string expand_stats_path(std::string_view pattern, int rank, std::string_view job) {
-  std::string out;
-  for (std::size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] != '%') {
-      out += pattern[i];
-      continue;
-    }
-    const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
-    if (next == 'r') out += std::to_string(rank);
-    else if (next == 'j') out += job;
-    else if (next == '%') out += '%';
-    else
-      throw Error(Errc::invalid_argument,
-                  "RMP_STATS=json:" + std::string(pattern) + ": unknown '%" +
-                      (next ? std::string(1, next) : std::string()) +
-                      "' in PATH (allowed %r = rank, %j = job id, %% = %)");
-    ++i;
-  }
-  return out;
-}
-
 }  // namespace rmp::rt

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/stats_path.hpp"  // expand_stats_path
+
 namespace rmp::rt {
 
 struct Counters {
@@ -26,7 +28,9 @@ struct Counters {
   std::uint64_t shm_gets_single = 0;      // gets served by cross-memory attach
   std::uint64_t shm_gets_chunks = 0;      // gets served by the pipelined chunk copy
   std::uint64_t shm_gets_streaming = 0;   // of those, with streaming stores into the chunks
-  std::uint64_t shm_gets_split = 0;       // gets split between requester and owner (both CMA)
+  std::uint64_t shm_gets_split = 0;       // gets completed by the split copy (requester and owner
+                                          // each copy a part with CMA; small ones, or all once the
+                                          // owner could not write, the requester alone)
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_gets_waited = 0;      // gets that waited for another mechanism's to end
   std::uint64_t shm_gets_both_ways = 0;   // of shm_gets_single, started while the peer read from us
@@ -65,8 +69,5 @@ std::span<const CounterField> counter_fields();
 std::string format_stats_text(const Counters& c, int rank);
 // RMP_STATS=json:PATH: {"rank": R, "size": N, "job": "…", "counters": {"name": value, …}}.
 std::string format_stats_json(const Counters& c, int rank, int size, std::string_view job);
-// PATH of RMP_STATS=json:PATH with %r → rank, %j → job id, %% → %. Throws rmp::Error
-// (invalid_argument) naming RMP_STATS for any other % sequence.
-std::string expand_stats_path(std::string_view pattern, int rank, std::string_view job);
 
 }  // namespace rmp::rt

@@ -261,6 +261,21 @@ bad_arguments)  # one "rlaunch: …" line, a usage hint, exit 2
   bad_value "unknown variable RMP_EAGER_TRESHOLD (did you mean RMP_EAGER_THRESHOLD?)" \
     -n 2 -x RMP_EAGER_TRESHOLD=1K
   RMP_FRAGMENT_SIZE=abc bad_value "RMP_FRAGMENT_SIZE=abc: not a number" -n 2  # inherited
+  # A bound of set values (the latency profile's depths), and the statistics file: judged here
+  # as the ranks judge them (both used to abort every rank).
+  bad_value "--param cq_depth=300: below sq_depth + rq_depth = 320" \
+    -n 2 --profile latency --param cq_depth=300
+  RMP_PROFILE=latency bad_value "RMP_CQ_DEPTH=300: below sq_depth + rq_depth = 320" \
+    -n 2 -x RMP_CQ_DEPTH=300
+  bad_value "RMP_STATS=json:/tmp/rmp-stats.json: all 2 ranks would write the same file" \
+    -n 2 -x RMP_STATS=json:/tmp/rmp-stats.json
+  bad_value "RMP_STATS=json:/tmp/rmp-stats-%q.json: unknown '%q'" \
+    -n 2 -x RMP_STATS=json:/tmp/rmp-stats-%q.json
+  bad_value "RMP_STATS=json:/nonexistent-dir/s%r.json: directory /nonexistent-dir" \
+    -n 2 -x RMP_STATS=json:/nonexistent-dir/s%r.json
+  # A bound that follows the link figures is the ranks' to judge, after calibration.
+  run "$RLAUNCH" -n 1 --param cq_depth=32 true
+  expect_rc 0
   # -x and --param override what rlaunch inherited, as they do for the ranks.
   RMP_LANES=abc run "$RLAUNCH" -n 1 -x RMP_LANES=2 --param eager_threshold=4K true
   expect_rc 0
