@@ -99,11 +99,20 @@ private:
 
 // Blocks the signals rlaunch handles through its signalfd and ignores SIGPIPE (a closed stdout
 // must not kill the launcher while ranks run); restores both for each child before exec.
+// SIGINT, SIGTERM or SIGHUP ignored when rlaunch starts (nohup; a background job of a
+// non-interactive shell) stay ignored, by rlaunch and its ranks, as for any other program:
+// blocked, an ignored signal was still read from the signalfd, so a SIGHUP at logout ended a
+// nohup'd job, and a SIGINT was forwarded to ranks ignoring it and escalated to SIGKILL.
 class SignalSetup {
 public:
   SignalSetup() {
     sigemptyset(&handled_);
-    for (const int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled_, s);
+    sigaddset(&handled_, SIGCHLD);
+    for (const int s : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction now {};
+      if (::sigaction(s, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+      sigaddset(&handled_, s);
+    }
     if (::sigprocmask(SIG_BLOCK, &handled_, &old_mask_) != 0)
       throw SystemError("sigprocmask", errno);
     struct sigaction ignore {};

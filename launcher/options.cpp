@@ -327,7 +327,9 @@ Exit status: 0 when every rank exits 0 (and every rank that initialised rmp fina
 otherwise that of the first rank to fail: its exit code, 128+signal, or 1 for an exit 0
 without finalize (or without init while other ranks use rmp). 124: --timeout.
 2: bad arguments. 127: PROGRAM cannot be executed.
-128+signal: rlaunch itself was interrupted (SIGINT, SIGTERM, SIGHUP) before any rank failed.
+128+signal: rlaunch itself was interrupted (SIGINT, SIGTERM, SIGHUP) before any rank failed;
+the signal reaches every rank first. One ignored when rlaunch starts (nohup, a script's
+background job) stays ignored by rlaunch and the ranks.
 Processes a rank leaves running in the background end with the job (SIGTERM, then SIGKILL).
 )";
 }

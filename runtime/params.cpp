@@ -585,7 +585,9 @@ std::string parse_size(std::string_view text, double& out) {
     if (unit == "K" || unit == "k") scale = std::uint64_t{1} << 10;
     else if (unit == "M" || unit == "m") scale = std::uint64_t{1} << 20;
     else if (unit == "G" || unit == "g") scale = std::uint64_t{1} << 30;
-    else return "unexpected '" + std::string(rest) + "' after the number (suffixes: K, M, G)";
+    else
+      return "unexpected '" + std::string(rest) +
+             "' after the number (suffixes: K, M, G or KiB, MiB, GiB: binary multiples)";
   }
   if (v > std::numeric_limits<std::uint64_t>::max() / scale) return "too large";
   out = static_cast<double>(v * scale);
@@ -995,6 +997,11 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   EnvSettings s;
   s.shm_cma = word("RMP_SHM_CMA", kZeroOne, 1) == 1;
   s.shm_copy = static_cast<ShmCopy>(word("RMP_SHM_COPY", kShmCopy, 0));
+  // Both set, and at odds: refused, not settled quietly (the chunks served a forced single copy).
+  if (!s.shm_cma && (s.shm_copy == ShmCopy::single || s.shm_copy == ShmCopy::split))
+    invalid("RMP_SHM_COPY=" + env_or_empty(in, "RMP_SHM_COPY") +
+            ": needs cross-memory attach, which RMP_SHM_CMA=0 forbids (allowed with it: auto, "
+            "chunks, streaming)");
   s.coll_store = static_cast<CollStore>(word("RMP_COLL_STORE", kCollStore, 0));
   s.calibrate = word("RMP_CALIBRATE", kZeroOne, 1) == 1;
   s.log_level = static_cast<LogLevel>(word("RMP_LOG", kLog, 1));

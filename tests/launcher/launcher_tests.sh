@@ -171,6 +171,22 @@ sigint)  # SIGINT reaches every rank; rlaunch exits 130 whatever the ranks do wi
   expect_faster_than 8000
   ;;
 
+ignored_at_entry)  # SIGINT/SIGHUP ignored when rlaunch starts (nohup, a script's & job) stay so
+  for sig in INT HUP; do
+    # (sh execs rlaunch: the job is rlaunch itself; --timeout bounds it.)
+    sh -c "trap '' $sig; exec \"\$0\" --timeout 30 -n 2 sh -c 'echo ready-\$RMP_RANK; sleep 1; echo done-\$RMP_RANK'" \
+      "$RLAUNCH" >"$OUT" 2>"$ERR" </dev/null &
+    job=$!
+    for _ in $(seq 100); do [ "$(grep -c ready- "$OUT")" -eq 2 ] && break; sleep 0.05; done
+    kill -"$sig" "$job"
+    wait "$job"
+    RC=$?
+    expect_rc 0
+    expect_out "done-0"
+    expect_out "done-1"
+  done
+  ;;
+
 sigterm_escalates)  # ranks ignoring SIGTERM are SIGKILLed after the grace period; all within 5 s
   set -m
   timeout -k 5 30 "$RLAUNCH" -n 2 "$PROBE" ignore-term "$TAG" >"$OUT" 2>"$ERR" </dev/null &
@@ -273,6 +289,8 @@ bad_arguments)  # one "rlaunch: …" line, a usage hint, exit 2
     -n 2 -x RMP_STATS=json:/tmp/rmp-stats-%q.json
   bad_value "RMP_STATS=json:/nonexistent-dir/s%r.json: directory /nonexistent-dir" \
     -n 2 -x RMP_STATS=json:/nonexistent-dir/s%r.json
+  bad_value "RMP_SHM_COPY=single: needs cross-memory attach, which RMP_SHM_CMA=0 forbids" \
+    -n 2 -x RMP_SHM_CMA=0 -x RMP_SHM_COPY=single
   # A bound that follows the link figures is the ranks' to judge, after calibration.
   run "$RLAUNCH" -n 1 --param cq_depth=32 true
   expect_rc 0
