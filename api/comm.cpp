@@ -488,14 +488,16 @@ void Comm::gatherv_(const void* in, bool inplace, std::size_t count, void* out, 
   validated(
       c, "gatherv", Coll::gatherv,
       [&] {
-        if (inplace) refuse_in_place("gatherv", "in");
-        check_rooted_v(c, "gatherv", "in", in, count, esize, root);
+        // In place at the root, as gather (its block is already at its place in out).
+        check_rooted_v(c, "gatherv", "in", inplace ? out : in, count, esize, root);
+        if (inplace && c.rank() != root)
+          throw Error(Errc::invalid_argument, "gatherv: in_place is allowed only at the root");
         if (c.rank() == root)
           check_root_layout(c, "gatherv", "out", out, count, counts, displs, esize);
         return 0;
       },
       [&] { return rooted_v(c, count, esize, t, root, counts); }, {counts, {}});
-  coll::gatherv(c, in, count, out, counts, displs, esize, root);
+  coll::gatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize, root);
 }
 
 void Comm::scatterv_(const void* in, bool inplace, sizes counts, sizes displs, void* out,

@@ -38,8 +38,8 @@ void refuse_in_place(const char* call, const char* arg) {
   throw Error(Errc::invalid_argument,
               std::string(call) + ": argument '" + arg +
                   "' is rmp::in_place, which applies only to the input of allreduce, "
-                  "iallreduce, reduce and gather (at the root), scan, exscan, allgather(v), "
-                  "alltoall and reduce_scatter(_block)");
+                  "iallreduce, reduce, gather and gatherv (at the root), scan, exscan, "
+                  "allgather(v), alltoall and reduce_scatter(_block)");
 }
 
 void throw_bytes_overflow(const char* call, const char* arg, std::size_t count, std::size_t esize) {
@@ -125,19 +125,21 @@ Environment::~Environment() {
     bool noticed = false;
     e.progress_until([&] {
       if (e.drained()) return true;
-      const auto now = Clock::now();
-      if (!noticed && now - start > kNotice && e.outstanding_sends() != 0) {
+      const auto waited = Clock::now() - start;
+      if (!noticed && waited > kNotice) {
         noticed = true;
-        rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
-                     " send(s) not yet matched by a receive, waiting up to 60 s for them: " +
-                     e.describe_outstanding_sends());
+        const std::string sends = e.describe_outstanding_sends();
+        if (!sends.empty())
+          rt::log_warn(
+              "finalize: " + sends + "; not yet matched by a receive, waiting " +
+              std::to_string(std::chrono::ceil<std::chrono::seconds>(kDeliver - waited).count()) +
+              " s more for them");
       }
-      return now - start > kDeliver;
+      return waited > kDeliver;
     });
-    if (e.outstanding_sends() != 0)
-      rt::log_warn("finalize: " + std::to_string(e.outstanding_sends()) +
-                   " send(s) were never matched by a receive; giving up on them after 60 s: " +
-                   e.describe_outstanding_sends());
+    if (const std::string sends = e.describe_outstanding_sends(); !sends.empty())
+      rt::log_warn("finalize: " + sends + "; never matched by a receive, given up after " +
+                   std::to_string(kDeliver.count()) + " s");
     // Everyone stops together (unless the wait below times out): nobody unmaps memory a peer
     // may still be reading. The barrier runs through the progress engine, so rendezvous data
     // keeps flowing while we wait. It is the non-blocking one (RMP_BARRIER_ALGO forces the
@@ -155,8 +157,10 @@ Environment::~Environment() {
       p.engine->stop_progress_thread();
       throw Error(Errc::timeout,
                   "the job's closing barrier: not every rank reached finalize "
-                  "within 120 s (one still running, or stuck?); leaving without "
-                  "the others");
+                  "within " +
+                      std::to_string(kArrive.count()) +
+                      " s (one still running, or stuck?); leaving without "
+                      "the others");
     }
     closing.wait();
     p.engine->stop_progress_thread();

@@ -1,6 +1,6 @@
 # Installation and packaging, included at the end of the top-level CMakeLists.txt:
 #   headers          <prefix>/include/rmp/
-#   librmp.so        <prefix>/lib/ (soname librmp.so.0)
+#   librmp.so        <prefix>/lib/ (soname librmp.so.0.<minor> before 1.0)
 #   rlaunch, rinfo   <prefix>/bin/ (when those targets exist), RPATH $ORIGIN/../lib
 #   CMake package    <prefix>/lib/cmake/rmp/: find_package(rmp) gives rmp::rmp (and
 #                    rmp::rlaunch, rmp::rinfo as imported executables)

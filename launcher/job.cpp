@@ -119,6 +119,12 @@ public:
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
     ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+    // SIGCHLD ignored by whoever started rlaunch would have the kernel reap the ranks itself,
+    // and their exit statuses would be lost to waitpid.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGCHLD, &dfl, &old_chld_);
     fd_.reset(::signalfd(-1, &handled_, SFD_CLOEXEC | SFD_NONBLOCK));
     if (!fd_) throw SystemError("signalfd", errno);
   }
@@ -131,6 +137,7 @@ public:
   // In the child: what the program would have had had rlaunch not been in between.
   void restore_in_child() const noexcept {
     ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    ::sigaction(SIGCHLD, &old_chld_, nullptr);
     ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
   }
 
@@ -138,6 +145,7 @@ private:
   sigset_t handled_{};
   sigset_t old_mask_{};
   struct sigaction old_pipe_ {};
+  struct sigaction old_chld_ {};
   UniqueFd fd_;
 };
 

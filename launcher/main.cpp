@@ -92,7 +92,10 @@ void check_rank_settings(const LaunchOptions& options, const JobSpec& spec) {
   // Syntax, ranges and names, and bounds of set values (cq_depth ≥ sq_depth + rq_depth with
   // a profile's depths); bounds that follow the link figures (the depths' formulas, through
   // pipeline_depth) are the ranks' to judge once they have measured them.
-  in.refuse_below_bound = false;
+  // Where the ranks will not measure (RMP_CALIBRATE=0, one rank) they see the figures seen
+  // here, so every bound is judged.
+  const auto calibrate = in.env.find("RMP_CALIBRATE");
+  in.refuse_below_bound = spec.np == 1 || (calibrate != in.env.end() && calibrate->second == "0");
   try {
     const rmp::rt::EnvSettings settings = rmp::rt::resolve_env_settings(in);
     (void)rmp::rt::resolve_params(in);

@@ -12,9 +12,12 @@ void OutputSink::write(std::string_view data) {
 
 void LineForwarder::feed(std::string_view data) {
   std::string batch;  // one write() for everything complete in this chunk
-  if (prefix_.empty() && pending_.size() + data.size() <= kMaxPendingLine + 1) {
-    // Untagged, and no line in reach longer than a piece: no per-line work, everything up to
-    // the last newline goes out as it is.
+  // Lines that start and end within `data` are no longer than it (a read: at most 64 KiB).
+  const auto first = data.find('\n');
+  if (prefix_.empty() && data.size() <= kMaxPendingLine + 1 &&
+      (first == std::string_view::npos || pending_.size() + first <= kMaxPendingLine)) {
+    // Untagged, and no line longer than a piece: no per-line work, everything up to the last
+    // newline goes out as it is.
     const auto last = data.rfind('\n');
     if (last != std::string_view::npos) {
       batch.reserve(pending_.size() + last + 1);

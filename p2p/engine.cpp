@@ -153,7 +153,7 @@ std::string Engine::describe_outstanding_sends(std::size_t max_listed) {
              " (tag " + std::to_string(r->tag) + ", " + std::to_string(r->bytes) + " bytes)";
   }
   if (n > max_listed) out += "; and " + std::to_string(n - max_listed) + " more";
-  return out;
+  return n == 0 ? out : std::to_string(n) + (n == 1 ? " send: " : " sends: ") + out;
 }
 
 void Engine::complete(RequestState* r) {

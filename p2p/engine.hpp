@@ -209,8 +209,8 @@ public:
     Lock g(*this);
     return outstanding_sends_;
   }
-  // The sends not yet complete, for finalize's messages: "to rank 0 (tag 5, 8388608 bytes)"
-  // for each of the first `max_listed`, then how many more.
+  // The sends not yet complete, for finalize's messages: "1 send: to rank 0 (tag 5, 8388608
+  // bytes)", the first `max_listed` of them, then how many more; "" when there is none.
   std::string describe_outstanding_sends(std::size_t max_listed = 4);
   // No send in flight and no message (data or control: a rendezvous FIN, a credit return)
   // waiting for room in a transport: what a rank must reach before it stops progressing,

@@ -161,6 +161,16 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   in.transport = "shm";
   in.limits = shm_limits(am_header_bytes);
   in.oversubscribed = oversubscribed_;
+  // Both set and at odds: RMP_SHM_CMA=0 wins (as cross-memory attach refused by ptrace rules
+  // does), said once, not settled quietly (job scripts may set one and a site profile the
+  // other, so it is no error).
+  if (!settings_.shm_cma &&
+      (settings_.shm_copy == ShmCopy::single || settings_.shm_copy == ShmCopy::split) &&
+      id().rank == 0)
+    log_warn(std::string("RMP_SHM_COPY=") +
+             (settings_.shm_copy == ShmCopy::single ? "single" : "split") +
+             " needs cross-memory attach, which RMP_SHM_CMA=0 forbids: copying through shared "
+             "chunks instead");
   // Link figures first: every formula below reads them, and all ranks must agree on them.
   const ShmConfig::Copy copy = settings_.shm_copy == ShmCopy::single   ? ShmConfig::Copy::single
                                : settings_.shm_copy == ShmCopy::chunks ? ShmConfig::Copy::chunks

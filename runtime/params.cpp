@@ -997,11 +997,6 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   EnvSettings s;
   s.shm_cma = word("RMP_SHM_CMA", kZeroOne, 1) == 1;
   s.shm_copy = static_cast<ShmCopy>(word("RMP_SHM_COPY", kShmCopy, 0));
-  // Both set, and at odds: refused, not settled quietly (the chunks served a forced single copy).
-  if (!s.shm_cma && (s.shm_copy == ShmCopy::single || s.shm_copy == ShmCopy::split))
-    invalid("RMP_SHM_COPY=" + env_or_empty(in, "RMP_SHM_COPY") +
-            ": needs cross-memory attach, which RMP_SHM_CMA=0 forbids (allowed with it: auto, "
-            "chunks, streaming)");
   s.coll_store = static_cast<CollStore>(word("RMP_COLL_STORE", kCollStore, 0));
   s.calibrate = word("RMP_CALIBRATE", kZeroOne, 1) == 1;
   s.log_level = static_cast<LogLevel>(word("RMP_LOG", kLog, 1));

@@ -34,13 +34,15 @@ std::string checked_stats_path(std::string_view stats, int rank, int size, std::
   const std::string knob = "RMP_STATS=" + std::string(stats);
   const std::string_view pattern = stats.substr(stats.find(':') + 1);
   const std::string path = expand_stats_path(pattern, rank, job);
-  if (size > 1 && pattern.find("%r") == std::string_view::npos)
+  // The expansion decides what PATH holds ("%%r" is a literal "%r", not the rank).
+  if (size > 1 && expand_stats_path(pattern, 0, job) == expand_stats_path(pattern, 1, job))
     throw Error(Errc::invalid_argument, knob + ": all " + std::to_string(size) +
                                             " ranks would write the same file; put %r (the "
                                             "rank) in PATH");
   const std::size_t cut = pattern.rfind('/');
   if (job.empty() && cut != std::string_view::npos &&
-      pattern.substr(0, cut).find("%j") != std::string_view::npos)
+      expand_stats_path(pattern.substr(0, cut), rank, "a") !=
+          expand_stats_path(pattern.substr(0, cut), rank, "b"))
     return path;  // the directory is named after a job id not known yet
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "."

@@ -120,17 +120,24 @@ TEST(CollErrors, InPlaceAwayFromTheRoot_InvalidArgument) {
                  Errc::invalid_argument, {"reduce", "in_place"}, "reduce in_place off root");
     expect_error([&] { w.gather(rmp::in_place<int>, 4, v.data(), 0); }, Errc::invalid_argument,
                  {"gather", "in_place"}, "gather in_place off root");
+    expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), {}, {}, 0); },
+                 Errc::invalid_argument, {"gatherv", "in_place"}, "gatherv in_place off root");
   } else if (checking && size() > 1) {
     expect_error([&] { w.reduce(rmp::in_place<int>, v.data(), 4, Op::sum, 0); },
                  Errc::invalid_argument, {"reduce: rank 1 rejected its arguments"},
                  "reduce at the root");
     expect_error([&] { w.gather(rmp::in_place<int>, 4, v.data(), 0); }, Errc::invalid_argument,
                  {"gather: rank 1 rejected its arguments"}, "gather at the root");
+    std::vector<std::size_t> counts(static_cast<std::size_t>(size()), 4), displs(counts.size());
+    for (std::size_t q = 0; q < displs.size(); ++q) displs[q] = 4 * q;
+    expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), counts, displs, 0); },
+                 Errc::invalid_argument, {"gatherv: rank 1 rejected its arguments"},
+                 "gatherv at the root");
   }
 }
 
-// in_place where it has no meaning (bcast's buffer, a scatter's input, the v-variants that do
-// not take it): refused on every rank alike, never read or written as a buffer of one element.
+// in_place where it has no meaning (bcast's buffer, a scatter's input, alltoallv's): refused
+// on every rank alike, never read or written as a buffer of one element.
 TEST(CollErrors, InPlaceWhereItHasNoMeaning_InvalidArgument) {
   const rmp::Comm& w = rmp::world();
   const auto n = static_cast<std::size_t>(size());
@@ -146,8 +153,6 @@ TEST(CollErrors, InPlaceWhereItHasNoMeaning_InvalidArgument) {
                {"scatter", "'in'", "in_place"}, "scatter");
   expect_error([&] { w.scatterv(rmp::in_place<int>, counts, displs, v.data(), 4, 0); },
                Errc::invalid_argument, {"scatterv", "'in'", "in_place"}, "scatterv");
-  expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), counts, displs, 0); },
-               Errc::invalid_argument, {"gatherv", "'in'", "in_place"}, "gatherv");
   expect_error([&] { w.alltoallv(rmp::in_place<int>, counts, displs, v.data(), counts, displs); },
                Errc::invalid_argument, {"alltoallv", "'in'", "in_place"}, "alltoallv");
   EXPECT_EQ(v, std::vector<int>(4 * n, 7)) << "a refused call wrote into its output";

@@ -43,7 +43,8 @@ stats_text)  # RMP_STATS=1: one line per rank on stderr
   expect_err "rmp[1] stats: msgs_inline="
   ;;
 
-transports_without_shm)  # RMP_TRANSPORTS is obeyed: nothing but shm reaches a local peer
+transports_without_shm)  # RMP_TRANSPORTS is obeyed: nothing but shm reaches a local peer;
+  # and RMP_SHM_CMA=0 over a forced copy that needs it
   run "$RLAUNCH" -n 2 -x RMP_TRANSPORTS=verbs "$PROGRAM"
   expect_rc_not0
   expect_err "RMP_TRANSPORTS=verbs: no listed transport reaches the other 1 ranks"
@@ -54,6 +55,15 @@ transports_without_shm)  # RMP_TRANSPORTS is obeyed: nothing but shm reaches a l
   expect_rc 0
   run "$RLAUNCH" -n 1 -x RMP_TRANSPORTS=verbs "$PROGRAM"
   expect_rc 0
+  # A copy needing cross-memory attach, with it forbidden: the chunks serve it, said once.
+  for copy in single split; do
+    run "$RLAUNCH" -n 2 -x RMP_SHM_CMA=0 -x RMP_SHM_COPY=$copy -x RMP_STATS=1 "$PROGRAM"
+    expect_rc 0
+    expect_err "RMP_SHM_COPY=$copy needs cross-memory attach, which RMP_SHM_CMA=0 forbids"
+    [ "$(grep -c 'RMP_SHM_COPY=' "$ERR")" -eq 1 ] || fail "not said once ($copy)"
+    grep -q "shm_gets_single=0 " "$ERR" && grep -q "shm_gets_split=0 " "$ERR" ||
+      fail "cross-memory attach used with RMP_SHM_CMA=0 ($copy)"
+  done
   ;;
 
 stats_bad_values)  # named in the error, before any traffic

@@ -662,26 +662,6 @@ TEST(ParamsEnvironment, EnvSettings_MalformedValuesNameVariableAndChoices) {
   EXPECT_NE(error_for("RMP_CALIBRAT", "0").find("did you mean RMP_CALIBRATE"), std::string::npos);
 }
 
-// A forced copy mechanism that needs cross-memory attach, with it forbidden: refused, not
-// served quietly by the chunks.
-TEST(ParamsEnvironment, EnvSettings_CopyNeedingCmaWithCmaOff_Refused) {
-  for (const char* copy : {"single", "split"}) {
-    try {
-      resolve_env_settings(make_input("", {{"RMP_SHM_CMA", "0"}, {"RMP_SHM_COPY", copy}}));
-      ADD_FAILURE() << "RMP_SHM_COPY=" << copy << " with RMP_SHM_CMA=0 accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), rmp::Errc::invalid_argument);
-      EXPECT_NE(std::string(e.what()).find(std::string("RMP_SHM_COPY=") + copy +
-                                           ": needs cross-memory attach"),
-                std::string::npos)
-          << e.what();
-    }
-  }
-  for (const char* copy : {"auto", "chunks", "streaming"})
-    EXPECT_NO_THROW(
-        resolve_env_settings(make_input("", {{"RMP_SHM_CMA", "0"}, {"RMP_SHM_COPY", copy}})));
-}
-
 TEST(ParamsFormat, TableAndJsonCarryEveryRowAndNotes) {
   const ParamSet set = resolve_params(make_input("verbs", {{"RMP_PROFILE", "latency"}}));
   const std::string table = format_params(set, false);

@@ -71,6 +71,31 @@ TEST(Stats, Path_UnknownPercent_ErrorNamesVariable) {
   }
 }
 
+// The file every rank of a job writes, as rlaunch and each rank check it at start-up.
+TEST(Stats, CheckedPath_OneFilePerRank_WritableDirectory) {
+  EXPECT_EQ(checked_stats_path("json:/tmp/s.%r.json", 1, 4, "j"), "/tmp/s.1.json");
+  EXPECT_EQ(checked_stats_path("json:/tmp/s.json", 0, 1, "j"), "/tmp/s.json");  // one rank
+  auto error_for = [](const char* stats, int size, const char* job) -> std::string {
+    try {
+      checked_stats_path(stats, 0, size, job);
+    } catch (const rmp::Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument);
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error_for("json:/tmp/s.json", 2, "j").find("all 2 ranks would write the same file"),
+            std::string::npos);
+  // "%%r" is a literal "%r": still one file for all.
+  EXPECT_NE(error_for("json:/tmp/s.%%r.json", 2, "j").find("the same file"), std::string::npos);
+  EXPECT_NE(error_for("json:/nonexistent-dir/s.%r.json", 2, "j").find("not writable"),
+            std::string::npos);
+  // A directory named after the job id: not judged before there is one (rlaunch), judged after.
+  EXPECT_EQ(error_for("json:/tmp/%j/s.%r.json", 2, ""), "");
+  EXPECT_NE(error_for("json:/tmp/%j/s.%r.json", 2, "no-such-job-dir").find("not writable"),
+            std::string::npos);
+}
+
 TEST(Stats, Setting_BadValue_ErrorNamesVariableAndValue) {
   ParamsInput in;
   in.env["RMP_STATS"] = "foo";
