@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -161,6 +162,41 @@ TEST(Cancel, DestroyActiveIsend_DetachesAndDataArrives) {
     }
     if (ro.sender && !ro.receiver) w.recv<int>(nullptr, 0, ro.peer, 2998);
   }
+}
+
+// ---- probe
+// ---------------------------------------------------------------------------------------
+
+// A loop of iprobes that keeps finding a message it does not receive still advances the rank's
+// other operations: here a non-blocking allreduce, watched through its output (no other rmp
+// call in the loop; the loop ends at 30 s if nothing moves, where it had stalled for as long
+// as it probed). Every rank has its own message queued (a send to itself), so every rank's
+// probe matches.
+TEST(Probe, IprobeFindingAQueuedMessage_StillAdvancesOtherOperations) {
+  const rmp::Comm& w = rmp::world();
+  const int me = rank();
+  const int token = 4242;
+  rmp::Request self = w.isend(&token, 1, me, 77);
+  std::vector<long> in(100000, 1), out(in.size(), -1);
+  rmp::Request sum = w.iallreduce(in.data(), out.data(), in.size(), rmp::Op::sum);
+  const double t0 = rmp::wtime();
+  auto done = [&] {
+    for (long v : out)
+      if (v != size()) return false;
+    return true;
+  };
+  bool found = true;
+  while (!done() && rmp::wtime() - t0 < 30) {
+    const std::optional<rmp::Status> st = w.iprobe(rmp::any_source, rmp::any_tag);
+    found = found && st.has_value() && st->tag == 77;
+  }
+  EXPECT_TRUE(found) << "the queued message was not found by every probe";
+  EXPECT_TRUE(done()) << "the allreduce made no progress while iprobe found the queued message";
+  sum.wait();
+  int got = 0;
+  w.recv(&got, 1, me, 77);
+  self.wait();
+  EXPECT_EQ(got, token);
 }
 
 // ---- ssend -------------------------------------------------------------------------------------
