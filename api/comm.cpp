@@ -106,8 +106,7 @@ std::size_t layout_extent(const char* call, const char* counts_arg, const char* 
       last = i;
     }
   }
-  std::size_t bytes;
-  if (__builtin_mul_overflow(end, esize, &bytes) || bytes > static_cast<std::size_t>(PTRDIFF_MAX)) {
+  if (std::size_t bytes; api::bytes_overflow(end, esize, bytes)) {
     const auto at = static_cast<std::size_t>(last);
     throw Error(Errc::invalid_count,
                 std::string(call) + ": " + displs_arg + "[" + std::to_string(last) +

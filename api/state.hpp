@@ -51,12 +51,17 @@ inline detail::CommImpl& comm_of(const Comm& c, const char* call) {
   return *impl;
 }
 
+// Whether count × esize (into `bytes`) passes PTRDIFF_MAX: no buffer is that large.
+inline bool bytes_overflow(std::size_t count, std::size_t esize, std::size_t& bytes) {
+  return __builtin_mul_overflow(count, esize, &bytes) ||
+         bytes > static_cast<std::size_t>(PTRDIFF_MAX);
+}
+
 // count × esize, or invalid_count when it passes PTRDIFF_MAX.
 inline std::size_t checked_bytes(const char* call, const char* arg, std::size_t count,
                                  std::size_t esize) {
   std::size_t bytes;
-  if (__builtin_mul_overflow(count, esize, &bytes) || bytes > static_cast<std::size_t>(PTRDIFF_MAX))
-      [[unlikely]]
+  if (bytes_overflow(count, esize, bytes)) [[unlikely]]
     throw_bytes_overflow(call, arg, count, esize);
   return bytes;
 }

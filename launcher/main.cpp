@@ -94,10 +94,9 @@ void check_rank_settings(const LaunchOptions& options, const JobSpec& spec) {
   // pipeline_depth) are the ranks' to judge once they have measured them.
   // Where the ranks will not measure (RMP_CALIBRATE=0, one rank) they see the figures seen
   // here, so every bound is judged.
-  const auto calibrate = in.env.find("RMP_CALIBRATE");
-  in.refuse_below_bound = spec.np == 1 || (calibrate != in.env.end() && calibrate->second == "0");
   try {
     const rmp::rt::EnvSettings settings = rmp::rt::resolve_env_settings(in);
+    in.refuse_below_bound = spec.np == 1 || !settings.calibrate;
     (void)rmp::rt::resolve_params(in);
     if (settings.stats.starts_with("json:"))  // as rank 0 will check it (its directory too)
       (void)rmp::rt::checked_stats_path(settings.stats, 0, spec.np, "");

@@ -729,7 +729,7 @@ Engine::~Engine() { stop_progress_thread(); }
 // loop ran (3 s in a second test pass's program).
 std::optional<Status> Engine::iprobe(const CommImpl& comm, p2p::Channel ch, int src, int tag) {
   Lock g(*this);
-  progress();
+  progress_locked();
   const Unexpected* u = queues(comm.context(ch)).find_unexpected(src, tag);
   if (!u) return std::nullopt;
   return Status{u->h.src, u->h.tag, u->kind == Am::rts ? u->rts.size : u->size};

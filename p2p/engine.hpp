@@ -204,11 +204,6 @@ public:
     std::recursive_mutex* m_;
   };
 
-  // Sends still in flight (finalize drains them).
-  std::size_t outstanding_sends() {
-    Lock g(*this);
-    return outstanding_sends_;
-  }
   // The sends not yet complete, for finalize's messages: "1 send: to rank 0 (tag 5, 8388608
   // bytes)", the first `max_listed` of them, then how many more; "" when there is none.
   std::string describe_outstanding_sends(std::size_t max_listed = 4);

@@ -1,8 +1,6 @@
 // RMP_STATS reports: the counter list and its two renderings (text line, JSON object).
 #include "runtime/stats.hpp"
 
-#include <rmp/rmp.hpp>
-
 #include "runtime/params.hpp"
 
 namespace rmp::rt {

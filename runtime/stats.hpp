@@ -7,8 +7,6 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/stats_path.hpp"  // expand_stats_path
-
 namespace rmp::rt {
 
 struct Counters {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/stats.hpp"
+#include "runtime/stats_path.hpp"
 #include "tests/json_mini.hpp"
 
 int main(int argc, char** argv) {

@@ -6,6 +6,7 @@
 
 #include "runtime/params.hpp"
 #include "runtime/stats.hpp"
+#include "runtime/stats_path.hpp"
 #include "tests/json_mini.hpp"
 
 namespace rmp::rt {
