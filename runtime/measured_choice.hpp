@@ -48,6 +48,23 @@ public:
     // allgather of 1 MiB, whose benchmark times 50 calls: 4-5 % slower with it). Modes known
     // from their warm-up alone are then also re-measured soon after it (warmup_only).
     bool rejudge_warmup = false;
+    // The mode held for uses that start after every mode's warm-up has started but before any
+    // use has ended (-1: the last mode started, not held). A window of gets starts all of them
+    // at once: without a measurement the rest of the window went to the last mode, at 4 MiB
+    // the slowest by half (64 gets, the split copy's 16 GB/s against streaming stores' 7.8).
+    // Held, it stays until another beats it as a held mode is beaten: slow first uses of it
+    // (page faults in a new buffer) made way for a mode half as fast for the next window.
+    int initial = -1;
+    // Whether rates are compared only as measured in like conditions: another mode takes
+    // over from the held one only if it was faster than the held mode when it was measured
+    // too (else it is measured again first), and the others are measured again soon when the
+    // held mode's steady rate moves by kDrift. For long runs of uses whose speed changes with
+    // the whole machine's (a bandwidth loop's gets: a 4 MiB split copy held at 16 GB/s fell
+    // to 4.8 for a hundred gets, every mechanism with it; compared with rates measured before,
+    // the chooser moved to a mechanism half as fast and stayed there for ~450 gets once the
+    // slowdown was over). Not for a collective's paths: their benchmarks run ~50 calls a size,
+    // and one interleaved run with it came out 0-15 % slower (about the noise there).
+    bool judge_alike = false;
   };
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
@@ -75,15 +92,45 @@ public:
       last = m;
       if (b.samples[m] > 0 && (best < 0 || score(b, m) > score(b, best))) best = m;
     }
-    if (best < 0) return last;  // nothing measured yet: stay with the last mode started
-    if (const int held = b.held; held >= 0 && held != best && b.samples[held] > 0 &&
-                                 score(b, best) < score(b, held) * (1 + pace_.hysteresis))
-      best = held;
+    if (best < 0) {  // nothing measured yet
+      if (pace_.initial < 0 || !enabled(pace_.initial)) return last;
+      // The initial mode is held from here: another takes over as from a held one, first
+      // judged on the rates the warm-up measured as they are (provisional).
+      b.held = pace_.initial;
+      b.provisional = true;
+      return b.held;
+    }
+    if (b.provisional) {
+      rebase(b, b.held);
+      b.provisional = false;
+    }
+    if (const int held = b.held; held >= 0 && held != best && b.samples[held] > 0) {
+      if (score(b, best) < score(b, held) * (1 + pace_.hysteresis)) {
+        best = held;
+      } else if (pace_.judge_alike && !beat_when_measured(b, best, held)) {
+        // The held mode's rate fell below one measured in other conditions (before the whole
+        // machine slowed down, say): measure that one again before changing over, so that
+        // both are judged alike. Meanwhile the held mode stays.
+        const int candidate = best;
+        best = held;
+        if (b.uses >= b.confirm_at) {
+          b.confirm_at = b.uses + std::max<std::uint64_t>(pace_.period / 4, 1);
+          return start_burst(b, candidate, bytes);
+        }
+      }
+    }
+    if (best != b.held) rebase(b, best);
     b.held = best;
     // The first turn too, at random; soon after the warm-up when a mode rests on its warm-up
     // alone (warmup_only).
     if (b.next_explore == 0)
       b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(0);
+    // The held mode's rate moved far from where it was when another was measured: the
+    // conditions changed (the cores' placement, a busy neighbour), and with them maybe which
+    // mode is fastest. Measure the others again soon, not at their turns hundreds of uses away.
+    if (N > 1 && pace_.judge_alike && b.next_explore > b.uses + pace_.period / 8 &&
+        drifted(b, best) >= 0)
+      b.next_explore = soon(b.uses);
     if (N > 1 && b.uses >= b.next_explore) {
       // Re-measure one of the others, each in turn; one far behind the best only every
       // kFarBehindTurns-th time its turn comes. The next turn comes after period / 2 to
@@ -97,6 +144,11 @@ public:
       if (const int m = warmup_only(b, best, bytes); m >= 0) {
         b.remeasured |= 1u << m;
         b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(b.uses);
+        return start_burst(b, m, bytes);
+      }
+      if (const int m = pace_.judge_alike ? drifted(b, best) : -1; m >= 0) {
+        b.remeasuring |= 1u << m;
+        b.next_explore = drifted(b, best) >= 0 ? soon(b.uses) : next_turn(b.uses);
         return start_burst(b, m, bytes);
       }
       b.next_explore = next_turn(b.uses);
@@ -130,11 +182,23 @@ public:
     // use of a mode may be the first in its chunk), and one such sample in the average made
     // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
     // 12.7 us chosen vs 8.5 us possible).
-    if (b.samples[mode] < kWarmup) b.rate[mode] = std::max(b.rate[mode], rate);
+    // So are the uses of the initial mode held before anything was measured: at the end of
+    // the first window its best is compared with the others' best.
+    bool judged = true;  // whether the rate now stands on this sample
+    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
+      b.rate[mode] = std::max(b.rate[mode], rate);
     else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples)
-      b.rate[mode] = burst_median(b, mode, rate);
+      b.rate[mode] = burst_median(b, mode, rate, judged);
     else b.rate[mode] += kWeight * (rate - b.rate[mode]);
     ++b.samples[mode];
+    if (mode == b.held)
+      b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
+    // What the held mode achieved when this one was measured: the conditions of the
+    // measurement (beat_when_measured, drifted).
+    if (judged && b.held >= 0 && mode != b.held) {
+      b.basis[mode] = b.steady;
+      b.remeasuring &= ~(1u << mode);
+    }
   }
 
   // choose() for a caller that must tell others its choice (a collective's path, announced by
@@ -196,6 +260,12 @@ private:
   // benchmark's run, which then ran at 11-13 GB/s instead of 28-34.
   static constexpr double kFarBehind = 1.5;
   static constexpr std::uint32_t kFarBehindTurns = 8;
+  // How far the held mode's rate may move from where it was when another mode was measured
+  // before that measurement counts as taken in other conditions (drifted). A whole-machine
+  // slowdown took a held split copy of 4 MiB from 16 to 4.8 GB/s and back within a run; the
+  // moving average of a steady mechanism stays within some 20 % of its mean.
+  static constexpr double kDrift = 1.5;
+  static constexpr double kSteadyWeight = 1.0 / 32;  // of a new sample in `steady`
 
   // A mode not in use is measured in bursts, seldom: its rate is the median of the last
   // kBurstSamples samples of its latest burst, not an average with what it measured hundreds
@@ -224,17 +294,55 @@ private:
     int last_mode = -1;  // mode of the last use recorded
     int held = -1;       // the mode chosen last outside warm-up and exploration
     unsigned remeasured = 0;  // modes re-measured soon after the warm-up (warmup_only)
+    // The held mode's steady rate: a slow average of its uses' rates, steadier than `rate`
+    // (uses of 64 KiB in windows of 64, the first ones waiting for the sender: `rate` went
+    // from 9 to 25 GB/s and back within a few hundred uses, the conditions unchanged).
+    double steady = 0;
+    // The held mode's steady rate when each other mode's rate was last judged.
+    std::array<double, N> basis{};
+    std::uint64_t confirm_at = 0;  // uses before which no other confirmation burst starts
+    unsigned remeasuring = 0;      // drifted modes whose burst has begun but not been judged
+    bool provisional = false;      // held is Pace::initial, held before anything was measured
   };
 
+  // Whether `m` was faster than `held` when it was measured too, not only against the held
+  // mode's rate now: a comparison within one set of conditions. A rate from the warm-up
+  // alone, or from before the held mode took over, has no such comparison.
+  bool beat_when_measured(const Bucket& b, int m, int held) const {
+    return b.basis[m] > 0 && score(b, m) >= b.basis[m] * (1 + pace_.hysteresis) *
+                                                (held == pace_.favour ? 1 + pace_.margin : 1);
+  }
+  // A new held mode: the others' rates, known at this moment, count as measured against it
+  // now (those compared with the mode before say nothing of this one).
+  static void rebase(Bucket& b, int best) {
+    b.steady = b.rate[best];
+    for (int m = 0; m < N; ++m) b.basis[m] = m == best ? 0 : b.steady;
+  }
+  // The mode other than `best` measured while the held mode's steady rate was kDrift times
+  // higher or lower than it is now and not being measured again already (the fastest of them;
+  // -1: none).
+  int drifted(const Bucket& b, int best) const {
+    if (b.held != best || b.samples[best] <= kWarmup) return -1;
+    const double now = b.steady;
+    int pick = -1;
+    for (int m = 0; m < N; ++m) {
+      if (!enabled(m) || m == best || (b.remeasuring >> m & 1) != 0 || b.basis[m] <= 0) continue;
+      if (now > kDrift * b.basis[m] || b.basis[m] > kDrift * now)
+        if (pick < 0 || b.rate[m] > b.rate[pick]) pick = m;
+    }
+    return pick;
+  }
+
   // A sample of a burst of `mode` (not in use): the mode's rate from it (see kBurstSamples).
-  static double burst_median(Bucket& b, int mode, double rate) {
+  static double burst_median(Bucket& b, int mode, double rate, bool& judged) {
     auto& count = b.burst_n[mode];
     auto& v = b.burst[mode];
     v[count % kBurstSamples] = rate;
     if (++count == 2 * kBurstSamples) count = kBurstSamples;  // a ring of the last three
     // Until three are in, the rate stays: one or two samples are what the median is there
     // to avoid, and a choice made between them could take the mode up on them.
-    if (count < kBurstSamples) return b.rate[mode];
+    judged = count >= kBurstSamples;
+    if (!judged) return b.rate[mode];
     return std::max(std::min(v[0], v[1]), std::min(std::max(v[0], v[1]), v[2]));
   }
 

@@ -409,6 +409,74 @@ TEST(CopyChooser, WindowsOfGets_ReMeasuresOutsideTheWindowsStart) {
                            << uses[3];
 }
 
+// The whole machine slows down for a while (every mechanism at a third of its speed, as a
+// trace of a 4 MiB bandwidth loop showed: the split copy held at 16 GB/s fell to 4.8 for a
+// hundred gets). Compared with rates measured before the slowdown, the held mechanism looked
+// the slowest and the chooser moved to one half as fast, and stayed there after it. Now
+// another mechanism takes over only once measured faster in the same conditions.
+TEST(CopyChooser, AWholeMachineSlowdownDoesNotMoveTheChoice) {
+  CopyChooser c;
+  const std::size_t bytes = 4 << 20;
+  const FakeRates r{8.3e9, 8.9e9, 16e9, 7.8e9};
+  run(c, r, bytes, 400);
+  int n = 0;
+  const auto during = run_with(c, bytes, 150, [&](Mode m, const std::vector<int>&) {
+    // Down gradually (a moving average follows it down over many gets), then flat.
+    const double slow = std::min(3.0, 1.0 + 0.05 * ++n);
+    return r.of(m) / slow;
+  });
+  const auto after = run(c, r, bytes, 1000);
+  EXPECT_GE(during[2], 150 - 2 * 8) << "split stays, but for a burst or two";
+  EXPECT_GE(after[2], 1000 - 4 * 8)
+      << "single " << after[0] << ", chunks " << after[1] << ", streaming " << after[3];
+}
+
+// The held mechanism's speed moved by half or more since the others were last measured: the
+// conditions changed, and the others are measured again soon instead of at their turns (one
+// far behind only at every 8th of its turns, thousands of gets away).
+TEST(CopyChooser, AFarChangeOfTheHeldRate_ReMeasuresTheOthersSoon) {
+  CopyChooser c;
+  const std::size_t bytes = 1 << 20;
+  run(c, {8e9, 4e9, 16e9, 6e9}, bytes, 2000);  // chunks far behind
+  // The cores moved apart and back close: split at half its speed, chunks now the fastest.
+  const FakeRates moved{8e9, 30e9, 8e9, 6e9};
+  int first_chunk = -1, i = 0;
+  run_with(c, bytes, 400, [&](Mode m, const std::vector<int>&) {
+    if (m == Mode::chunks && first_chunk < 0) first_chunk = i;
+    ++i;
+    return moved.of(m);
+  });
+  ASSERT_GE(first_chunk, 0) << "chunks never re-measured in 400 gets";
+  EXPECT_LE(first_chunk, 120);
+  const auto later = run(c, moved, bytes, 1000);
+  EXPECT_GE(later[1], 900) << "chunks took over";
+}
+
+// A window of 64 gets of 4 MiB starts before any ends: the warm-up's 16 gets go to the four
+// mechanisms, and the rest of the window to the split copy (held from then on as if chosen),
+// not to the last mechanism warmed up. Slow first gets of the split copy (new pages) do not
+// hand the next window to a mechanism within 10 % of it.
+TEST(CopyChooser, WindowsOfGets_RestOfTheFirstWindowToTheSplitCopy) {
+  CopyChooser c;
+  const std::size_t bytes = 4 << 20;
+  const FakeRates r{8.3e9, 8.9e9, 16e9, 7.8e9};
+  std::vector<int> first(CopyChooser::kModes), second(CopyChooser::kModes);
+  int split_uses = 0;
+  for (auto* uses : {&first, &second}) {
+    std::vector<Mode> window;
+    for (int i = 0; i < 64; ++i) window.push_back(c.choose(bytes));
+    for (Mode m : window) {
+      ++(*uses)[static_cast<int>(m)];
+      double rate = r.of(m);
+      if (m == Mode::split && ++split_uses > 4 && split_uses <= 64) rate = 7.5e9;
+      c.record(m, bytes, static_cast<double>(bytes) / rate);
+    }
+  }
+  EXPECT_EQ(first[2], 64 - 3 * 4) << "all but the others' warm-up";
+  EXPECT_GE(second[2], 64 - 2 * 4)
+      << "single " << second[0] << ", chunks " << second[1] << ", streaming " << second[3];
+}
+
 TEST(CopyChooser, UsesOnlyEnabledMechanisms) {
   CopyChooser c(CopyChooser::kChunkModes);  // no cross-memory attach
   const auto uses = run(c, {80e9, 1e9, 80e9, 2e9}, 1 << 20, 500);
