@@ -12,6 +12,8 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -67,8 +69,50 @@ std::string signal_name(int sig) {
   return abbrev != nullptr ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig);
 }
 
+// Whether `socket` is a Unix socket nobody listens on: a connection to it is refused. (A live
+// store accepts it and drops it unheard: without the token it answers nothing.)
+bool nobody_listens(const std::string& socket) {
+  sockaddr_un addr{};
+  if (socket.size() >= sizeof addr.sun_path) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket.c_str(), socket.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  const bool refused = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 &&
+                       errno == ECONNREFUSED;
+  ::close(fd);
+  return refused;
+}
+
+// Removes this user's rlaunch-XXXXXX directories under `base` whose store nobody listens on
+// any more: those of launchers killed by SIGKILL (a batch system's time limit), which could not
+// clean up. Only a directory holding a socket bound more than a minute ago (a live launcher
+// listens microseconds after binding) to which a connection is refused.
+void remove_stale_socket_dirs(const std::string& base) {
+  DIR* d = ::opendir(base.c_str());
+  if (d == nullptr) return;
+  const auto now = std::chrono::system_clock::now();
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() != sizeof("rlaunch-XXXXXX") - 1 || name.compare(0, 8, "rlaunch-") != 0)
+      continue;
+    const std::string dir = base + "/" + name, socket = dir + "/kvs";
+    struct stat ds {
+    }, ss{};
+    if (::lstat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode) || ds.st_uid != ::geteuid() ||
+        ::lstat(socket.c_str(), &ss) != 0 || !S_ISSOCK(ss.st_mode) || ss.st_uid != ::geteuid())
+      continue;
+    const auto bound = std::chrono::system_clock::from_time_t(ss.st_mtim.tv_sec);
+    if (now - bound < std::chrono::minutes(1) || !nobody_listens(socket)) continue;
+    ::unlink(socket.c_str());
+    ::rmdir(dir.c_str());  // fails, harmlessly, if anything else is in it
+  }
+  ::closedir(d);
+}
+
 // A private directory for the store's socket: mode 0700 (mkdtemp), so only this user can even
 // reach the socket; the token then tells this job's ranks from this user's other processes.
+// Directories that killed launchers left are removed first.
 class SocketDir {
 public:
   SocketDir() {
@@ -76,6 +120,7 @@ public:
     std::string base = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
     // sun_path holds 107 characters; a socket under a deep $TMPDIR would not fit.
     if (base.size() + sizeof("/rlaunch-XXXXXX/kvs") > sizeof(sockaddr_un{}.sun_path)) base = "/tmp";
+    remove_stale_socket_dirs(base);
     std::string templ = base + "/rlaunch-XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr) {
       throw SystemError("cannot create a private directory " + templ + " for the store's socket",

@@ -218,6 +218,25 @@ launcher_killed)  # rlaunch SIGKILLed (a CI timeout): its ranks die with it, non
   ls -d "$WORK"/rlaunch-* >/dev/null 2>&1 || fail "rlaunch did not put its socket under TMPDIR"
   expect_out_count "ignoring SIGTERM" 2
   expect_no_survivors
+  # The next rlaunch removes the killed one's socket directory (nobody listens on it), once
+  # its socket is more than a minute old; a live job's directory stays, however old.
+  stale=$(ls -d "$WORK"/rlaunch-*)
+  [ "$(echo "$stale" | wc -l)" -eq 1 ] || fail "expected one leftover directory, saw: $stale"
+  run "$RLAUNCH" -n 1 true
+  [ -d "$stale" ] || fail "a socket bound less than a minute ago was removed"
+  touch -h -d '2 minutes ago' "$stale/kvs"
+  timeout -k 5 30 "$RLAUNCH" -n 2 sleep 3 >/dev/null 2>&1 &
+  live_pid=$!
+  sleep 1
+  live=$(ls -d "$WORK"/rlaunch-* | grep -vxF "$stale")
+  [ -n "$live" ] || fail "the live job's directory is missing"
+  touch -h -d '2 minutes ago' "$live/kvs"
+  run "$RLAUNCH" -n 1 true
+  expect_rc 0
+  [ ! -e "$stale" ] || fail "the killed launcher's directory $stale was not removed"
+  [ -S "$live/kvs" ] || fail "a live job's socket $live/kvs was removed"
+  wait "$live_pid" || fail "the live job failed (status $?)"
+  [ -z "$(ls "$WORK" | grep '^rlaunch-')" ] || fail "directories left: $(ls "$WORK")"
   ;;
 
 timeout)
