@@ -97,8 +97,8 @@ void remove_stale_socket_dirs(const std::string& base) {
     if (name.size() != sizeof("rlaunch-XXXXXX") - 1 || name.compare(0, 8, "rlaunch-") != 0)
       continue;
     const std::string dir = base + "/" + name, socket = dir + "/kvs";
-    struct stat ds {
-    }, ss{};
+    struct stat ds = {};
+    struct stat ss = {};
     if (::lstat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode) || ds.st_uid != ::geteuid() ||
         ::lstat(socket.c_str(), &ss) != 0 || !S_ISSOCK(ss.st_mode) || ss.st_uid != ::geteuid())
       continue;
