@@ -943,6 +943,33 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
   }
 }
 
+namespace {
+
+// An allgather whose blocks all fit a small slot (kMaxBytes): as small_reduce, each rank
+// writes its block beside its arrival flag (up to kInline bytes) or in its small block of
+// this parity, and copies the others' out once all have arrived: one wait, and for blocks of
+// up to 56 bytes one cache line a rank. (Through the chunks it took two marks and a line
+// for the flag and another for the data: 2 ranks, 8 B, 0.58 us against OpenMPI's 0.62.)
+void small_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out, const Layout& l,
+                     std::size_t longest) {
+  const int n = c.size(), r = c.rank();
+  const std::uint64_t g = ns.next_gen();
+  const bool inl = longest <= kInline;
+  auto slot = [&](int q) -> std::byte* { return inl ? ns.flag(q, g).data : ns.block(q, g); };
+  if (const std::size_t len = l.size(r)) {
+    const void* mine = in ? in : at(out, l.offset(r));
+    copy_bytes(slot(r), mine, len);
+    if (in) copy_bytes(at(out, l.offset(r)), in, len);
+  }
+  // A rank writes this parity's slot again two calls later, only once every rank has
+  // arrived at the call between: each has copied this call's slots out by then.
+  ns.arrive_and_wait(c, g);
+  for (int q = 0; q < n; ++q)
+    if (q != r && l.size(q)) copy_bytes(at(out, l.offset(q)), slot(q), l.size(q));
+}
+
+}  // namespace
+
 void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out, const Layout& l) {
   // Round k moves bytes [k·chunk, (k + 1)·chunk) of every rank's block. Not in place, this
   // rank's own piece goes into its chunk and its place in `out` in one pass over `in`.
@@ -950,6 +977,7 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   const void* mine = in ? in : at(out, l.offset(r));
   std::size_t longest = 0, total = 0;
   for (int q = 0; q < n; ++q) longest = std::max(longest, l.size(q)), total += l.size(q);
+  if (longest <= kMaxBytes) return small_allgather(c, ns, in, out, l, longest);
   NodeShared::Call call(ns, c, NodeShared::Use::allgather, total);
   auto piece = [&](int q, std::size_t first) {
     return l.size(q) > first ? std::min(ns.chunk(), l.size(q) - first) : 0;

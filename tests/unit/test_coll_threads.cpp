@@ -602,8 +602,10 @@ TEST(CollThreads, Allgather_EveryAlgorithmRankCountAndLayout) {
     const int n = t.world.size(), me = t.world.rank();
     std::uint64_t salt = 2000;
     for (auto [name, fn] : algos) {
-      for (std::size_t bytes :
-           {std::size_t{0}, std::size_t{1}, std::size_t{5}, kSeg - 1, kSeg + 1}) {
+      // 56 / 57: the most a flag line carries beside the flag and one more; kSeg: the largest
+      // block of the small allgather (node_shared.cpp's kMaxBytes), kSeg + 1 the chunks'.
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{56},
+                                std::size_t{57}, kSeg - 1, kSeg, kSeg + 1}) {
         ++salt;
         const std::size_t total = bytes * static_cast<std::size_t>(n);
         std::vector<std::byte> out(total, std::byte{0xee});
