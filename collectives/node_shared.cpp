@@ -1010,12 +1010,38 @@ bool shm_alltoall_fits(const CommImpl& c, const NodeShared& ns) {
   return ns.chunk() / static_cast<std::size_t>(c.size()) >= kLine;
 }
 
+namespace {
+
+// An alltoall whose blocks for all ranks fit a small slot together (kMaxBytes): as
+// small_allgather, rank r writes its block for rank q at q·bytes beside its arrival flag (up
+// to kInline bytes in all) or in its small block of this parity, arrives once, and copies
+// block r of every other rank's slot out. In place, the blocks are in the slot before any
+// rank arrives, and `out` is written only after.
+void small_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out,
+                    std::size_t bytes) {
+  const int n = c.size(), r = c.rank();
+  const std::uint64_t g = ns.next_gen();
+  const bool inl = bytes * static_cast<std::size_t>(n) <= kInline;
+  auto slot = [&](int q) -> std::byte* { return inl ? ns.flag(q, g).data : ns.block(q, g); };
+  const void* src = in ? in : out;
+  for (int q = 0; q < n; ++q)
+    if (q != r) copy_bytes(slot(r) + q * bytes, at(src, q * bytes), bytes);
+  if (in) copy_bytes(at(out, r * bytes), at(in, r * bytes), bytes);
+  ns.arrive_and_wait(c, g);  // (a slot is written again two calls later: small_allgather)
+  for (int q = 0; q < n; ++q)
+    if (q != r) copy_bytes(at(out, q * bytes), slot(q) + r * bytes, bytes);
+}
+
+}  // namespace
+
 void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, std::size_t bytes) {
   // Round k moves bytes [k·s, (k + 1)·s) of every block: rank r's chunk holds, at q·s, its
   // piece for rank q; rank q copies it out. In place, a piece is overwritten only after this
   // round copied it into the chunk, and later rounds read later bytes.
   const int n = c.size(), r = c.rank();
   const auto un = static_cast<std::size_t>(n);
+  if (bytes == 0) return;
+  if (bytes * un <= kMaxBytes) return small_alltoall(c, ns, in, out, bytes);
   const std::size_t s = ns.chunk() / un / kLine * kLine;
   NodeShared::Call call(ns, c, NodeShared::Use::alltoall, bytes * un);
   if (in) copy_bytes(at(out, r * bytes), at(in, r * bytes), bytes);

@@ -647,7 +647,11 @@ TEST(CollThreads, Alltoall_EveryAlgorithmRankCountAndLayout) {
     };
     for (int algo = 0; algo < 3; ++algo) {
       const char* name = algo == 2 ? "shm" : algo ? "bruck" : "pairwise";
-      for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{9}, kSeg + 1}) {
+      // 56 / n and 4096 / n (+ 1): where all of a rank's blocks stop fitting beside its flag
+      // and in its small block (node_shared.cpp's small alltoall).
+      const auto un = static_cast<std::size_t>(n);
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{9}, 56 / un,
+                                56 / un + 1, kSeg / un, kSeg / un + 1, kSeg + 1}) {
         ++salt;
         const std::size_t total = bytes * static_cast<std::size_t>(n);
         std::vector<std::byte> in(total), out(total, std::byte{0xee});
