@@ -1,0 +1,95 @@
+// The shm transport's segments refuse a rank whose library lays them out otherwise (another rmp
+// build in one job): the segment's magic word differs, and the rank that maps it gets rmp::Error
+// naming the segment instead of reading the other's lines as its own. Both "ranks" are
+// transports of this process, as local ranks 0 and 1 of one node.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <rmp/rmp.hpp>
+
+#include "runtime/transport/shm/shm_transport.hpp"
+
+namespace {
+
+using rmp::rt::JobIdentity;
+
+struct NullSink final : rmp::rt::AmSink {
+  void on_am(int, rmp::rt::AmId, std::span<const std::byte>, std::span<const std::byte>) override {}
+};
+
+// Removes a segment name when the test ends, passed or not.
+struct Unlink {
+  std::string name;
+  ~Unlink() { ::shm_unlink(name.c_str()); }
+};
+
+// Flips bits of the 32-bit word at `offset` of the named segment.
+void corrupt_word(const std::string& name, std::size_t offset) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0) << name;
+  void* p = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(p, MAP_FAILED);
+  *reinterpret_cast<std::uint32_t*>(static_cast<std::byte*>(p) + offset) ^= 0x5a5a5a5au;
+  ::munmap(p, 4096);
+}
+
+TEST(ShmSegments, NodeSegmentOfAnotherLayout_RefusedNamingIt) {
+  JobIdentity id{.rank = 0,
+                 .size = 2,
+                 .local_rank = 0,
+                 .local_size = 2,
+                 .node_id = 0,
+                 .local_cores = 2,
+                 .job_id = "magic" + std::to_string(::getpid())};
+  const Unlink node{"/rmp-" + id.job_id + "-n0"};
+  NullSink sink;
+  rmp::rt::Counters counters;
+  const rmp::rt::ShmConfig cfg;
+  auto creator = rmp::rt::make_shm_transport(id, cfg, sink, counters);  // creates the segment
+  // The node segment's header (shm_transport.cpp's NodeHeader): two 32-bit counters, then the
+  // magic word.
+  corrupt_word(node.name, 8);
+  id.rank = id.local_rank = 1;
+  try {
+    auto other = rmp::rt::make_shm_transport(id, cfg, sink, counters);
+    FAIL() << "a node segment with another magic word was mapped without an error";
+  } catch (const rmp::Error& e) {
+    EXPECT_EQ(e.code(), rmp::Errc::transport);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(node.name), std::string::npos) << what;
+    EXPECT_NE(what.find("laid out by another rmp build"), std::string::npos) << what;
+  }
+}
+
+// The same segment untouched is mapped by local rank 1, and its name is gone from /dev/shm
+// once both have mapped it.
+TEST(ShmSegments, NodeSegmentOfThisLayout_MappedAndUnlinked) {
+  JobIdentity id{.rank = 0,
+                 .size = 2,
+                 .local_rank = 0,
+                 .local_size = 2,
+                 .node_id = 0,
+                 .local_cores = 2,
+                 .job_id = "magicok" + std::to_string(::getpid())};
+  const Unlink node{"/rmp-" + id.job_id + "-n0"};
+  NullSink sink;
+  rmp::rt::Counters counters;
+  const rmp::rt::ShmConfig cfg;
+  auto creator = rmp::rt::make_shm_transport(id, cfg, sink, counters);
+  id.rank = id.local_rank = 1;
+  auto other = rmp::rt::make_shm_transport(id, cfg, sink, counters);
+  const int fd = ::shm_open(node.name.c_str(), O_RDONLY, 0);
+  EXPECT_LT(fd, 0) << node.name << " still exists after both local ranks mapped it";
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
