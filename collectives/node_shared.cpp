@@ -141,6 +141,11 @@ public:
   std::byte* block(int rank, std::uint64_t gen) {
     return base(rank) + 4096 + (gen & 1) * kMaxBytes;
   }
+  // Where a small call of generation `gen` puts rank `rank`'s data: beside its flag when the
+  // call's data fits there (`inline_data`, at most kInline bytes a rank), else in its block.
+  std::byte* small_slot(int rank, std::uint64_t gen, bool inline_data) {
+    return inline_data ? flag(rank, gen).data : block(rank, gen);
+  }
   std::uint64_t next_gen() { return ++gen_; }
 
   void arrive_and_wait(const CommImpl& c, std::uint64_t g) {
@@ -711,7 +716,7 @@ void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
   const std::uint64_t g = ns.next_gen();
   const std::size_t bytes = count * esize;
   const bool inl = bytes <= kInline;
-  auto slot = [&](int r) -> std::byte* { return inl ? ns.flag(r, g).data : ns.block(r, g); };
+  auto slot = [&](int r) { return ns.small_slot(r, g, inl); };
   if (bytes) copy_bytes(slot(c.rank()), in ? in : out, bytes);
   // Everyone waits for everyone, the non-roots of a reduce too: a rank writes this parity's
   // slot again two calls later, only once it has seen the root come back from reading it.
@@ -955,7 +960,7 @@ void small_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* ou
   const int n = c.size(), r = c.rank();
   const std::uint64_t g = ns.next_gen();
   const bool inl = longest <= kInline;
-  auto slot = [&](int q) -> std::byte* { return inl ? ns.flag(q, g).data : ns.block(q, g); };
+  auto slot = [&](int q) { return ns.small_slot(q, g, inl); };
   if (const std::size_t len = l.size(r)) {
     const void* mine = in ? in : at(out, l.offset(r));
     copy_bytes(slot(r), mine, len);
@@ -1022,7 +1027,7 @@ void small_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out
   const int n = c.size(), r = c.rank();
   const std::uint64_t g = ns.next_gen();
   const bool inl = bytes * static_cast<std::size_t>(n) <= kInline;
-  auto slot = [&](int q) -> std::byte* { return inl ? ns.flag(q, g).data : ns.block(q, g); };
+  auto slot = [&](int q) { return ns.small_slot(q, g, inl); };
   const void* src = in ? in : out;
   for (int q = 0; q < n; ++q)
     if (q != r) copy_bytes(slot(r) + q * bytes, at(src, q * bytes), bytes);

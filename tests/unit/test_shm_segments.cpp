@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -31,6 +32,26 @@ struct Unlink {
   ~Unlink() { ::shm_unlink(name.c_str()); }
 };
 
+// Local ranks 0 and 1 of a two-rank job on one node, as transports of this process.
+struct TwoLocalRanks {
+  explicit TwoLocalRanks(const std::string& job) : job_id(job + std::to_string(::getpid())) {}
+  std::unique_ptr<rmp::rt::Transport> make(int local_rank) {
+    const JobIdentity id{.rank = local_rank,
+                         .size = 2,
+                         .local_rank = local_rank,
+                         .local_size = 2,
+                         .node_id = 0,
+                         .local_cores = 2,
+                         .job_id = job_id};
+    return rmp::rt::make_shm_transport(id, cfg, sink, counters);
+  }
+  std::string job_id;
+  Unlink node{"/rmp-" + job_id + "-n0"};  // the node segment local rank 0 creates
+  NullSink sink;
+  rmp::rt::Counters counters;
+  rmp::rt::ShmConfig cfg;
+};
+
 // Flips bits of the 32-bit word at `offset` of the named segment.
 void corrupt_word(const std::string& name, std::size_t offset) {
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
@@ -43,29 +64,18 @@ void corrupt_word(const std::string& name, std::size_t offset) {
 }
 
 TEST(ShmSegments, NodeSegmentOfAnotherLayout_RefusedNamingIt) {
-  JobIdentity id{.rank = 0,
-                 .size = 2,
-                 .local_rank = 0,
-                 .local_size = 2,
-                 .node_id = 0,
-                 .local_cores = 2,
-                 .job_id = "magic" + std::to_string(::getpid())};
-  const Unlink node{"/rmp-" + id.job_id + "-n0"};
-  NullSink sink;
-  rmp::rt::Counters counters;
-  const rmp::rt::ShmConfig cfg;
-  auto creator = rmp::rt::make_shm_transport(id, cfg, sink, counters);  // creates the segment
+  TwoLocalRanks job("magic");
+  auto creator = job.make(0);  // creates the node segment
   // The node segment's header (shm_transport.cpp's NodeHeader): two 32-bit counters, then the
   // magic word.
-  corrupt_word(node.name, 8);
-  id.rank = id.local_rank = 1;
+  corrupt_word(job.node.name, 8);
   try {
-    auto other = rmp::rt::make_shm_transport(id, cfg, sink, counters);
+    auto other = job.make(1);
     FAIL() << "a node segment with another magic word was mapped without an error";
   } catch (const rmp::Error& e) {
     EXPECT_EQ(e.code(), rmp::Errc::transport);
     const std::string what = e.what();
-    EXPECT_NE(what.find(node.name), std::string::npos) << what;
+    EXPECT_NE(what.find(job.node.name), std::string::npos) << what;
     EXPECT_NE(what.find("laid out by another rmp build"), std::string::npos) << what;
   }
 }
@@ -73,22 +83,11 @@ TEST(ShmSegments, NodeSegmentOfAnotherLayout_RefusedNamingIt) {
 // The same segment untouched is mapped by local rank 1, and its name is gone from /dev/shm
 // once both have mapped it.
 TEST(ShmSegments, NodeSegmentOfThisLayout_MappedAndUnlinked) {
-  JobIdentity id{.rank = 0,
-                 .size = 2,
-                 .local_rank = 0,
-                 .local_size = 2,
-                 .node_id = 0,
-                 .local_cores = 2,
-                 .job_id = "magicok" + std::to_string(::getpid())};
-  const Unlink node{"/rmp-" + id.job_id + "-n0"};
-  NullSink sink;
-  rmp::rt::Counters counters;
-  const rmp::rt::ShmConfig cfg;
-  auto creator = rmp::rt::make_shm_transport(id, cfg, sink, counters);
-  id.rank = id.local_rank = 1;
-  auto other = rmp::rt::make_shm_transport(id, cfg, sink, counters);
-  const int fd = ::shm_open(node.name.c_str(), O_RDONLY, 0);
-  EXPECT_LT(fd, 0) << node.name << " still exists after both local ranks mapped it";
+  TwoLocalRanks job("magicok");
+  auto creator = job.make(0);
+  auto other = job.make(1);
+  const int fd = ::shm_open(job.node.name.c_str(), O_RDONLY, 0);
+  EXPECT_LT(fd, 0) << job.node.name << " still exists after both local ranks mapped it";
   if (fd >= 0) ::close(fd);
 }
 
