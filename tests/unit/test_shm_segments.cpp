@@ -1,7 +1,9 @@
 // The shm transport's segments refuse a rank whose library lays them out otherwise (another rmp
 // build in one job): the segment's magic word differs, and the rank that maps it gets rmp::Error
 // naming the segment instead of reading the other's lines as its own. Both "ranks" are
-// transports of this process, as local ranks 0 and 1 of one node.
+// transports of this process, as local ranks 0 and 1 of one node. The node segment is mapped
+// at start; a pair segment when one rank first connects to the other, by that rank (creating
+// it) and by the other at its next progress (mapping it).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <rmp/rmp.hpp>
 
@@ -46,7 +49,8 @@ struct TwoLocalRanks {
     return rmp::rt::make_shm_transport(id, cfg, sink, counters);
   }
   std::string job_id;
-  Unlink node{"/rmp-" + job_id + "-n0"};  // the node segment local rank 0 creates
+  Unlink node{"/rmp-" + job_id + "-n0"};      // the node segment local rank 0 creates
+  Unlink pair{"/rmp-" + job_id + "-n0-0-1"};  // the pair segment of local ranks 0 and 1
   NullSink sink;
   rmp::rt::Counters counters;
   rmp::rt::ShmConfig cfg;
@@ -88,6 +92,47 @@ TEST(ShmSegments, NodeSegmentOfThisLayout_MappedAndUnlinked) {
   auto other = job.make(1);
   const int fd = ::shm_open(job.node.name.c_str(), O_RDONLY, 0);
   EXPECT_LT(fd, 0) << job.node.name << " still exists after both local ranks mapped it";
+  if (fd >= 0) ::close(fd);
+}
+
+// Local rank 0 connects to rank 1, creating their pair segment; rank 1 maps it at its next
+// progress. With the pair's magic word flipped in between, rank 1's progress throws
+// Errc::transport naming the pair. Untouched, it maps the pair and the name is gone.
+void connect_pair(TwoLocalRanks& job, rmp::rt::Transport& zero, rmp::rt::Transport& one) {
+  const std::vector<std::byte> where = one.address();
+  ASSERT_NE(zero.connect(1, where), nullptr) << "local rank 0 could not connect to rank 1";
+  const int fd = ::shm_open(job.pair.name.c_str(), O_RDONLY, 0);
+  ASSERT_GE(fd, 0) << job.pair.name << " was not created by the connecting rank";
+  ::close(fd);
+}
+
+TEST(ShmSegments, PairSegmentOfAnotherLayout_RefusedNamingIt) {
+  TwoLocalRanks job("pmagic");
+  auto zero = job.make(0);
+  auto one = job.make(1);
+  connect_pair(job, *zero, *one);
+  // PairHeader (shm_transport.cpp): two 32-bit counters, then the magic word.
+  corrupt_word(job.pair.name, 8);
+  try {
+    for (int i = 0; i < 100; ++i) one->progress();
+    FAIL() << "a pair segment with another magic word was mapped without an error";
+  } catch (const rmp::Error& e) {
+    EXPECT_EQ(e.code(), rmp::Errc::transport);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("pair segment with local rank 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("laid out by another rmp build"), std::string::npos) << what;
+  }
+}
+
+TEST(ShmSegments, PairSegmentOfThisLayout_MappedAndUnlinked) {
+  TwoLocalRanks job("pmagicok");
+  auto zero = job.make(0);
+  auto one = job.make(1);
+  connect_pair(job, *zero, *one);
+  for (int i = 0; i < 100; ++i) one->progress();
+  EXPECT_EQ(job.counters.shm_segments, 2u) << "both ranks should have attached the pair";
+  const int fd = ::shm_open(job.pair.name.c_str(), O_RDONLY, 0);
+  EXPECT_LT(fd, 0) << job.pair.name << " still exists after both local ranks mapped it";
   if (fd >= 0) ::close(fd);
 }
 
