@@ -46,6 +46,9 @@ void check_op(const char* call, Op op, detail::Type t) {
                                             coll::type_name(t));
 }
 
+// A count array needs an entry per rank. A longer one is accepted, its entries past size()
+// unread, as MPI reads the first size() entries of its arrays: a program may pass arrays sized
+// for the world to a call on a smaller communicator.
 void check_counts(const char* call, const char* arg, std::span<const std::size_t> v, int size) {
   if (v.size() < static_cast<std::size_t>(size))
     throw Error(Errc::invalid_count, std::string(call) + ": argument '" + arg + "' has " +
@@ -374,8 +377,9 @@ void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count
             (t == Type::f32 || t == Type::f64) && (op == Op::sum || op == Op::min || op == Op::max);
         if (explicit_compression && comp != Compression::none && !compressible)
           throw Error(Errc::invalid_argument,
-                      std::string("allreduce: compression applies to float/double with sum, min "
-                                  "or max, not op ") +
+                      std::string("allreduce: argument 'compression' is ") +
+                          (comp == Compression::fp16 ? "fp16" : "bf16") +
+                          ", which applies to float/double with sum, min or max, not op " +
                           coll::op_name(op) + " on " + coll::type_name(t));
         if (explicit_compression) return comp;
         return compressible ? c.engine().context().coll_params().allreduce_compress

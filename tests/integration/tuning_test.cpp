@@ -145,9 +145,11 @@ TEST(CompressedAllreduce, OtherOpsAndTypes_InvalidArgumentNamingThem) {
   float f[2] = {1, 2}, g[2];
   int i[2] = {1, 2}, j[2];
   expect_error([&] { w.allreduce(f, g, 2, rmp::Op::prod, rmp::Compression::fp16); },
-               rmp::Errc::invalid_argument, {"allreduce", "prod"}, "allreduce(prod, fp16)");
+               rmp::Errc::invalid_argument, {"allreduce", "'compression'", "fp16", "prod"},
+               "allreduce(prod, fp16)");
   expect_error([&] { w.allreduce(i, j, 2, rmp::Op::sum, rmp::Compression::bf16); },
-               rmp::Errc::invalid_argument, {"allreduce", "sum", "int32"}, "allreduce(int, bf16)");
+               rmp::Errc::invalid_argument, {"allreduce", "'compression'", "bf16", "sum", "int32"},
+               "allreduce(int, bf16)");
 }
 
 // RMP_ALLREDUCE_COMPRESS applies to allreduce called without a Compression argument; an
