@@ -34,14 +34,6 @@ void throw_total_overflow(const char* call, std::size_t count, int ranks, std::s
                   std::to_string(ranks) + " ranks overflows the address space");
 }
 
-void refuse_in_place(const char* call, const char* arg) {
-  throw Error(Errc::invalid_argument,
-              std::string(call) + ": argument '" + arg +
-                  "' is rmp::in_place, which applies only to the input of allreduce, "
-                  "iallreduce, reduce, gather and gatherv (at the root), scan, exscan, "
-                  "allgather(v), alltoall and reduce_scatter(_block)");
-}
-
 void throw_bytes_overflow(const char* call, const char* arg, std::size_t count, std::size_t esize) {
   throw Error(Errc::invalid_count,
               std::string(call) + ": argument '" + arg + "' = " + std::to_string(count) +
@@ -70,6 +62,14 @@ void throw_bad_tag(const char* call, const char* arg, int tag) {
 
 }  // namespace api
 
+void detail::refuse_in_place(const char* call, const char* arg) {
+  throw Error(Errc::invalid_argument,
+              std::string(call) + ": argument '" + arg +
+                  "' is rmp::in_place, which applies only to the input of allreduce, "
+                  "iallreduce, reduce, gather and gatherv (at the root), scan, exscan, "
+                  "allgather(v), alltoall and reduce_scatter(_block)");
+}
+
 const char* errc_name(Errc c) noexcept {
   switch (c) {
     case Errc::invalid_argument: return "invalid_argument";
@@ -94,6 +94,10 @@ Environment::Environment(int& argc, char**& argv) : Environment(argc, argv, Thre
 Environment::Environment(int&, char**&, ThreadLevel required) : Environment(required) {}
 
 Environment::Environment(ThreadLevel required) {
+  if (required < ThreadLevel::single || required > ThreadLevel::multiple)
+    throw Error(Errc::invalid_argument,
+                "Environment: argument 'required' = " + std::to_string(static_cast<int>(required)) +
+                    " is not a ThreadLevel (single 0, funneled 1, serialized 2, multiple 3)");
   api::Process& p = api::process();
   if (p.initialized)
     throw Error(Errc::invalid_argument,

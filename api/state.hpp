@@ -32,9 +32,9 @@ inline Process& process() { return g_process; }
 [[noreturn, gnu::cold]] void throw_invalid_comm(const char* call, bool null_impl);
 [[noreturn, gnu::cold]] void throw_total_overflow(const char* call, std::size_t count, int ranks,
                                                   std::size_t esize);
-// Errc::invalid_argument: rmp::in_place<T> passed to the collective `call` as `arg`, where it
-// has no meaning (it would be read or written as a buffer of one element).
-[[noreturn, gnu::cold]] void refuse_in_place(const char* call, const char* arg);
+// Errc::invalid_argument: rmp::in_place<T> passed to `call` as `arg`, where it has no meaning
+// (rmp.hpp; the point-to-point sends call it from their inline checks).
+using detail::refuse_in_place;
 [[noreturn, gnu::cold]] void throw_bytes_overflow(const char* call, const char* arg,
                                                   std::size_t count, std::size_t esize);
 [[noreturn, gnu::cold]] void throw_null_buffer(const char* call, const char* arg,

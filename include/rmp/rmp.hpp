@@ -93,6 +93,10 @@ alignas(T) inline const unsigned char in_place_anchor[sizeof(T)] = {};
 struct RequestState;
 class CommImpl;
 
+// Throws Errc::invalid_argument: rmp::in_place<T> passed to `call` as `arg`, where it has no
+// meaning (it would be read or written as a buffer).
+[[noreturn, gnu::cold]] void refuse_in_place(const char* call, const char* arg);
+
 }  // namespace detail
 
 // MPI_IN_PLACE: pass rmp::in_place<T> as the input buffer where API.md allows it.
@@ -166,10 +170,12 @@ public:
   // point to point
   template <detail::Element T>
   void send(const T* buf, std::size_t count, int dest, int tag) const {
+    if (buf == in_place<T>) detail::refuse_in_place("send", "buf");
     send_(buf, count, sizeof(T), detail::type_code<T>(), dest, tag, false);
   }
   template <detail::Element T>
   void ssend(const T* buf, std::size_t count, int dest, int tag) const {
+    if (buf == in_place<T>) detail::refuse_in_place("ssend", "buf");
     send_(buf, count, sizeof(T), detail::type_code<T>(), dest, tag, true);
   }
   template <detail::Element T>
@@ -178,6 +184,7 @@ public:
   }
   template <detail::Element T>
   Request isend(const T* buf, std::size_t count, int dest, int tag) const {
+    if (buf == in_place<T>) detail::refuse_in_place("isend", "buf");
     return isend_(buf, count, sizeof(T), detail::type_code<T>(), dest, tag);
   }
   template <detail::Element T>
@@ -187,6 +194,7 @@ public:
   template <detail::Element T>
   Status sendrecv(const T* sbuf, std::size_t scount, int dest, int stag, T* rbuf,
                   std::size_t rcount, int source, int rtag) const {
+    if (sbuf == in_place<T>) detail::refuse_in_place("sendrecv", "sbuf");
     return sendrecv_(sbuf, scount, dest, stag, rbuf, rcount, source, rtag, sizeof(T),
                      detail::type_code<T>());
   }

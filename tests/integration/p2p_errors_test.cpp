@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace {
@@ -211,6 +212,48 @@ TEST_F(ArgErrors, NullBufferWithNonZeroCount_InvalidArgument) {
     expect_error([&] { w.sendrecv<int>(&x, 1, me, 2999, nullptr, 3, me, 2999); }, e, {"sendrecv"},
                  "sendrecv null receive buffer");
   }
+}
+
+// rmp::in_place<T> as a send buffer → Errc::invalid_argument naming the call and the argument,
+// and nothing sent: it is no buffer (sent, its bytes and whatever lies beside them went out,
+// and a rendezvous-sized count made the receiver's read of it fail). To this rank and to the
+// next; a barrier then lets anything sent wrongly by the previous rank arrive before TearDown
+// looks.
+TEST_F(ArgErrors, InPlaceAsSendBuffer_InvalidArgument) {
+  const rmp::Comm& w = rmp::world();
+  const rmp::Errc e = rmp::Errc::invalid_argument;
+  const int* in_place = rmp::in_place<int>;
+  int x = 0;
+  for (const int dest : {rank(), (rank() + 1) % size()}) {
+    for (const std::size_t count : {std::size_t{1}, std::size_t{100000}}) {
+      const std::string v = " to " + who(dest) + ", count " + std::to_string(count);
+      expect_error([&] { rmp::Request q = w.isend(in_place, count, dest, 2999); }, e,
+                   {"isend", "'buf'", "in_place"}, "isend in_place" + v);
+      expect_error([&] { w.send(in_place, count, dest, 2999); }, e, {"send", "'buf'", "in_place"},
+                   "send in_place" + v);
+      expect_error([&] { w.ssend(in_place, count, dest, 2999); }, e, {"ssend", "'buf'", "in_place"},
+                   "ssend in_place" + v);
+      expect_error([&] { w.sendrecv(in_place, count, dest, 2999, &x, 1, dest, 2999); }, e,
+                   {"sendrecv", "'sbuf'", "in_place"}, "sendrecv in_place" + v);
+    }
+  }
+  w.barrier();
+}
+
+// Environment: a ThreadLevel outside the enumeration → Errc::invalid_argument naming the
+// argument and the value (it was handed back as the level provided); a second Environment in
+// a process → invalid_argument.
+TEST(EnvironmentErrors, ThreadLevelOutOfRange_AndSecondEnvironment) {
+  int argc = 0;
+  char** argv = nullptr;
+  for (const int bad : {-1, 4, 42})
+    expect_error([&] { rmp::Environment env(argc, argv, static_cast<rmp::ThreadLevel>(bad)); },
+                 rmp::Errc::invalid_argument, {"Environment", "'required'", std::to_string(bad)},
+                 "Environment required " + std::to_string(bad));
+  expect_error([&] { rmp::Environment env(argc, argv, rmp::ThreadLevel::serialized); },
+               rmp::Errc::invalid_argument, {"Environment", "already initialised"},
+               "a second Environment");
+  EXPECT_TRUE(rmp::world().valid()) << "a refused Environment must leave the first one working";
 }
 
 // Counts whose byte size overflows size_t (or is negative after conversion) →
