@@ -929,6 +929,11 @@ ParamSet resolve_params(const ParamsInput& in) {
   }
   std::optional<std::size_t> profile;
   const std::string profile_name = env_or_empty(in, "RMP_PROFILE");
+  // Set but empty is no profile name either: an error as for every other knob (a job script
+  // whose variable expanded to nothing should hear of it, not run without the profile).
+  if (profile_name.empty() && in.env.contains("RMP_PROFILE"))
+    invalid("RMP_PROFILE=: empty value (allowed " + join(kProfileNames, "|") +
+            "; unset it for none)");
   if (!profile_name.empty()) {
     profile = find_word(kProfileNames, profile_name);
     if (!profile)
@@ -1005,11 +1010,15 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   s.coll_check = word("RMP_COLL_CHECK", kZeroOne, 0) == 1;
 
   const std::string transports = env_or_empty(in, "RMP_TRANSPORTS");
-  std::string_view rest = transports;
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view name = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  if (transports.empty() && in.env.contains("RMP_TRANSPORTS"))
+    invalid("RMP_TRANSPORTS=: empty value (allowed a comma-separated list of " +
+            join(kTransportNames, ", ") + "; unset it for all of them)");
+  // Every name between commas, an empty one after a trailing comma too (refused below).
+  const std::string_view list = transports;
+  for (std::size_t at = 0; !transports.empty() && at != std::string_view::npos;) {
+    const std::size_t comma = list.find(',', at);
+    const std::string_view name = list.substr(at, comma - at);
+    at = comma == std::string_view::npos ? comma : comma + 1;
     if (!find_word(kTransportNames, name))
       invalid("RMP_TRANSPORTS=" + transports + ": unknown transport '" + std::string(name) +
               "' (allowed a comma-separated list of " + join(kTransportNames, ", ") + ")");
@@ -1036,7 +1045,7 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   if (s.coll_algo[kRsBlock] < 0) s.coll_algo[kRsBlock] = s.coll_algo[kRs];
 
   s.stats = env_or_empty(in, "RMP_STATS");
-  if (!s.stats.empty() && s.stats != "0" && s.stats != "1" &&
+  if ((!s.stats.empty() || in.env.contains("RMP_STATS")) && s.stats != "0" && s.stats != "1" &&
       !(s.stats.starts_with("json:") && s.stats.size() > 5))
     invalid("RMP_STATS=" + s.stats + ": unknown value (allowed 0|1|json:PATH)");
   return s;

@@ -265,6 +265,9 @@ TEST(ParamsProfile, UnknownProfile_ErrorListsValidOnes) {
   const std::string msg = resolve_error(make_input("", {{"RMP_PROFILE", "fast"}}));
   EXPECT_NE(msg.find("RMP_PROFILE=fast"), std::string::npos) << msg;
   EXPECT_NE(msg.find("latency|storage|training"), std::string::npos) << msg;
+  const std::string empty = resolve_error(make_input("", {{"RMP_PROFILE", ""}}));
+  EXPECT_NE(empty.find("RMP_PROFILE=: empty value"), std::string::npos) << empty;
+  EXPECT_NE(empty.find("latency|storage|training"), std::string::npos) << empty;
 }
 
 TEST(ParamsInvariant, ExplicitCqBelowBound_ErrorNamesBound) {
@@ -660,6 +663,16 @@ TEST(ParamsEnvironment, EnvSettings_MalformedValuesNameVariableAndChoices) {
   EXPECT_NE(error_for("RMP_TRANSPORTS", "shm,tpc").find("'tpc'"), std::string::npos);
   EXPECT_NE(error_for("RMP_STATS", "json:").find("RMP_STATS=json:"), std::string::npos);
   EXPECT_NE(error_for("RMP_CALIBRAT", "0").find("did you mean RMP_CALIBRATE"), std::string::npos);
+  // Set but empty is refused as every other knob's empty value is (these three took it for
+  // unset), and so is the empty name after a trailing comma.
+  EXPECT_NE(error_for("RMP_TRANSPORTS", "").find("RMP_TRANSPORTS=: empty value"),
+            std::string::npos);
+  EXPECT_NE(error_for("RMP_TRANSPORTS", "shm,").find("unknown transport ''"), std::string::npos);
+  EXPECT_NE(error_for("RMP_TRANSPORTS", ",shm").find("unknown transport ''"), std::string::npos);
+  EXPECT_NE(error_for("RMP_TRANSPORTS", "shm,,tcp").find("unknown transport ''"),
+            std::string::npos);
+  EXPECT_NE(error_for("RMP_STATS", "").find("RMP_STATS=: unknown value"), std::string::npos);
+  EXPECT_EQ(error_for("RMP_TRANSPORTS", "self,shm,tcp,verbs"), "");
 }
 
 TEST(ParamsFormat, TableAndJsonCarryEveryRowAndNotes) {
