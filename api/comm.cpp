@@ -179,12 +179,21 @@ Comm Comm::dup() const {
 
 Comm Comm::split(int color, int key) const {
   detail::CommImpl& c = comm_of(*this, "split");
-  if (color < 0 && color != undefined)
-    throw Error(Errc::invalid_argument, "split: argument 'color' = " + std::to_string(color) +
-                                            " must be non-negative or rmp::undefined");
   const auto n = static_cast<std::size_t>(c.size());
   std::vector<int> mine{color, key}, all(2 * n);
   coll::allgather(c, mine.data(), all.data(), 2 * sizeof(int));
+  // A bad color is refused on every rank, after the exchange all of them join: refused before
+  // it at its own rank only, it left the others waiting in the exchange until finalize gave up.
+  auto bad = [](int col) { return col < 0 && col != undefined; };
+  if (bad(color))
+    throw Error(Errc::invalid_argument, "split: argument 'color' = " + std::to_string(color) +
+                                            " must be non-negative or rmp::undefined");
+  for (std::size_t i = 0; i < n; ++i)
+    if (bad(all[2 * i]))
+      throw Error(Errc::invalid_argument, "split: rank " + std::to_string(i) +
+                                              " of the communicator passed argument " +
+                                              "'color' = " + std::to_string(all[2 * i]) +
+                                              ", which must be non-negative or rmp::undefined");
   const std::uint32_t ctx = agree_context(c);
   if (color == undefined) return Comm();
   std::vector<int> members;  // old ranks with my color, ordered by key then old rank

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace {
@@ -72,6 +73,29 @@ TEST(CollComm, SplitUndefined_InvalidCommThatThrowsInvalidComm) {
     EXPECT_EQ(c.size(), (size() + 1) / 2);
     check_allreduce(c, "even ranks");
   }
+}
+
+// A negative color other than rmp::undefined at one rank → Errc::invalid_argument on every
+// rank, naming the color (and, elsewhere, the rank that passed it); no rank is left waiting,
+// and the communicator still works after.
+TEST(CollComm, SplitBadColorAtOneRank_InvalidArgumentEverywhere) {
+  const rmp::Comm& w = rmp::world();
+  const int culprit = size() - 1;
+  const bool mine = rank() == culprit;
+  const std::vector<std::string> needles =
+      mine ? std::vector<std::string>{"split", "'color'", "-5"}
+           : std::vector<std::string>{"split", "rank " + std::to_string(culprit), "'color'", "-5"};
+  try {
+    (void)w.split(mine ? -5 : 0, 0);
+    ADD_FAILURE() << "split with color -5 at rank " << culprit << " did not throw";
+  } catch (const rmp::Error& e) {
+    EXPECT_EQ(e.code(), rmp::Errc::invalid_argument) << e.what();
+    for (const std::string& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+  check_allreduce(w, "world after a refused split");
+  const rmp::Comm again = w.split(0, 0);
+  EXPECT_EQ(again.size(), size());
 }
 
 TEST(CollComm, SplitAndDupTrees_CollectivesOnEveryLevel) {
