@@ -722,8 +722,14 @@ void small_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
   // slot again two calls later, only once it has seen the root come back from reading it.
   ns.arrive_and_wait(c, g);
   // Every rank that gets the result reduces all contributions in rank order: the same bits.
+  // Its own contribution comes from its input, not from its slot: the last rank to arrive
+  // would read its flag line while the others are pulling it over to their cores (2 ranks,
+  // 8 B: reduce_into took ~60 ns a call at the last arriver, ~3 at the other, and the
+  // allreduce 0.47 us against the allgather's 0.34, which copies only the others' slots;
+  // interleaved, 14 rounds: allreduce 8 B 0.82, 1 KiB 0.86 of the time before).
+  auto part = [&](int q) -> const void* { return q == c.rank() && in ? in : slot(q); };
   if (bytes && (root < 0 || c.rank() == root))
-    combine_in_rank_order(op, t, c.size(), slot, out, count);
+    combine_in_rank_order(op, t, c.size(), part, out, count);
 }
 
 // root < 0: allreduce; else reduce to root.
