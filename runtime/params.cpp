@@ -1045,7 +1045,7 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   if (s.coll_algo[kRsBlock] < 0) s.coll_algo[kRsBlock] = s.coll_algo[kRs];
 
   s.stats = env_or_empty(in, "RMP_STATS");
-  if ((!s.stats.empty() || in.env.contains("RMP_STATS")) && s.stats != "0" && s.stats != "1" &&
+  if (in.env.contains("RMP_STATS") && s.stats != "0" && s.stats != "1" &&  // set, even empty
       !(s.stats.starts_with("json:") && s.stats.size() > 5))
     invalid("RMP_STATS=" + s.stats + ": unknown value (allowed 0|1|json:PATH)");
   return s;
