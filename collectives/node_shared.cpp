@@ -985,10 +985,10 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   // Round k moves bytes [k·chunk, (k + 1)·chunk) of every rank's block. Not in place, this
   // rank's own piece goes into its chunk and its place in `out` in one pass over `in`.
   const int n = c.size(), r = c.rank();
-  const void* mine = in ? in : at(out, l.offset(r));
   std::size_t longest = 0, total = 0;
   for (int q = 0; q < n; ++q) longest = std::max(longest, l.size(q)), total += l.size(q);
   if (longest <= kMaxBytes) return small_allgather(c, ns, in, out, l, longest);
+  const void* mine = in ? in : at(out, l.offset(r));
   NodeShared::Call call(ns, c, NodeShared::Use::allgather, total);
   auto piece = [&](int q, std::size_t first) {
     return l.size(q) > first ? std::min(ns.chunk(), l.size(q) - first) : 0;
