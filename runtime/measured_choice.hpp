@@ -48,6 +48,14 @@ public:
     // allgather of 1 MiB, whose benchmark times 50 calls: 4-5 % slower with it). Modes known
     // from their warm-up alone are then also re-measured soon after it (warmup_only).
     bool rejudge_warmup = false;
+    // Bursts a mode needs before it can be judged far behind (kFarBehind; 0: none, and with
+    // rejudge_warmup one). With 2, one burst that fell in a run's slow start does not condemn it.
+    // For uses far more numerous than the turns (eager payloads), where one more burst costs
+    // little: a run's first eager payloads of 16-32 KiB in a ping-pong, cores far apart, cost 30-80
+    // us (both kinds of store alike, or by turns with 2 us), and a burst of streaming stores
+    // measured then kept cached stores (3.5-5.5 us against 2.0-3.0) for ~2000 payloads, 40-80 %
+    // of a benchmark's run.
+    std::uint32_t far_bursts = 0;
     // The mode held for uses that start after every mode's warm-up has started but before any
     // use has ended (-1: the last mode started, not held). A window of gets starts all of them
     // at once: without a measurement the rest of the window went to the last mode, at 4 MiB
@@ -155,7 +163,7 @@ public:
       for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
-        if ((!pace_.rejudge_warmup || b.samples[m] > kWarmup) &&
+        if ((!pace_.rejudge_warmup || b.samples[m] > kWarmup) && b.bursts[m] >= pace_.far_bursts &&
             b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0)
           return best;
         return start_burst(b, m, bytes);
@@ -286,6 +294,7 @@ private:
     std::array<std::uint32_t, N> samples{};
     std::array<std::uint32_t, N> started{};  // uses begun during warm-up
     std::array<std::uint32_t, N> passed{};  // turns a far-behind mode was not re-measured
+    std::array<std::uint32_t, N> bursts{};  // bursts begun (Pace::far_bursts)
     std::uint64_t uses = 0;
     std::uint64_t next_explore = 0;  // uses at which the next turn to re-measure comes
     std::uint64_t turns = 0;         // turns come so far
@@ -354,6 +363,7 @@ private:
 
   // The first use of a burst re-measuring `m`.
   int start_burst(Bucket& b, int m, std::size_t bytes) const {
+    ++b.bursts[m];
     b.explore_mode = m;
     b.explore_left = burst_of(bytes) - 1;
     return m;

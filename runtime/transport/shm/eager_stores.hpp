@@ -52,9 +52,15 @@ public:
   // payloads, past a benchmark's run (20 GB/s against 38 forced). Interleaved against that, 10
   // pairs with the cores near: bandwidth 64 KiB 1.39x, bibw 32 KiB 1.49x, latency 16 KiB 0.96
   // and 64 KiB 1.03 of the time; 24 pairs far apart, where streaming holds, 0.99-1.04.
+  // Nor is a mode judged far behind on one burst (far_bursts): that start can last past the
+  // warm-up and the first burst after it (measured_choice.hpp).
   explicit EagerStores(Force force = Force::none)
       : force_(force),
-        choice_(0b11, {.period = 8, .burst = 4, .hysteresis = 0.10, .rejudge_warmup = true}) {}
+        choice_(0b11, {.period = 8,
+                       .burst = 4,
+                       .hysteresis = 0.10,
+                       .rejudge_warmup = true,
+                       .far_bursts = 2}) {}
 
   StorePick pick(std::size_t bytes) {
     if (bytes < kMinBytes || force_ == Force::cached) return {};
