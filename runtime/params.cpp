@@ -806,9 +806,10 @@ std::optional<std::size_t> find_word(std::span<const std::string_view> words, st
   return std::nullopt;
 }
 
-std::string env_or_empty(const ParamsInput& in, std::string_view var) {
+// The variable's value, empty when set to nothing; nullopt when unset.
+std::optional<std::string> env_value(const ParamsInput& in, std::string_view var) {
   auto it = in.env.find(var);
-  return it == in.env.end() ? std::string() : it->second;
+  return it == in.env.end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
 std::string json_string(std::string_view s) {
@@ -928,13 +929,15 @@ ParamSet resolve_params(const ParamsInput& in) {
               ")");
   }
   std::optional<std::size_t> profile;
-  const std::string profile_name = env_or_empty(in, "RMP_PROFILE");
-  // Set but empty is no profile name either: an error as for every other knob (a job script
-  // whose variable expanded to nothing should hear of it, not run without the profile).
-  if (profile_name.empty() && in.env.contains("RMP_PROFILE"))
-    invalid("RMP_PROFILE=: empty value (allowed " + join(kProfileNames, "|") +
-            "; unset it for none)");
-  if (!profile_name.empty()) {
+  const std::optional<std::string> profile_var = env_value(in, "RMP_PROFILE");
+  const std::string profile_name = profile_var.value_or("");
+  if (profile_var) {
+    // Set but empty is no profile name either: an error as for every other knob (a job
+    // script whose variable expanded to nothing should hear of it, not run without the
+    // profile).
+    if (profile_name.empty())
+      invalid("RMP_PROFILE=: empty value (allowed " + join(kProfileNames, "|") +
+              "; unset it for none)");
     profile = find_word(kProfileNames, profile_name);
     if (!profile)
       invalid("RMP_PROFILE=" + profile_name + ": unknown profile (allowed " +
@@ -1009,13 +1012,14 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
   s.print_params = word("RMP_PRINT_PARAMS", kZeroOne, 0) == 1;
   s.coll_check = word("RMP_COLL_CHECK", kZeroOne, 0) == 1;
 
-  const std::string transports = env_or_empty(in, "RMP_TRANSPORTS");
-  if (transports.empty() && in.env.contains("RMP_TRANSPORTS"))
+  const std::optional<std::string> transports_var = env_value(in, "RMP_TRANSPORTS");
+  const std::string transports = transports_var.value_or("");
+  if (transports_var && transports.empty())
     invalid("RMP_TRANSPORTS=: empty value (allowed a comma-separated list of " +
             join(kTransportNames, ", ") + "; unset it for all of them)");
   // Every name between commas, an empty one after a trailing comma too (refused below).
   const std::string_view list = transports;
-  for (std::size_t at = 0; !transports.empty() && at != std::string_view::npos;) {
+  for (std::size_t at = transports.empty() ? list.npos : 0; at != list.npos;) {
     const std::size_t comma = list.find(',', at);
     const std::string_view name = list.substr(at, comma - at);
     at = comma == std::string_view::npos ? comma : comma + 1;
@@ -1044,8 +1048,9 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
                 kCollAlgorithms[kRsBlock].name == "reduce_scatter_block");
   if (s.coll_algo[kRsBlock] < 0) s.coll_algo[kRsBlock] = s.coll_algo[kRs];
 
-  s.stats = env_or_empty(in, "RMP_STATS");
-  if (in.env.contains("RMP_STATS") && s.stats != "0" && s.stats != "1" &&  // set, even empty
+  const std::optional<std::string> stats = env_value(in, "RMP_STATS");
+  s.stats = stats.value_or("");
+  if (stats && s.stats != "0" && s.stats != "1" &&  // set, even empty
       !(s.stats.starts_with("json:") && s.stats.size() > 5))
     invalid("RMP_STATS=" + s.stats + ": unknown value (allowed 0|1|json:PATH)");
   return s;
