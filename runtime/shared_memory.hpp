@@ -46,6 +46,11 @@ Mapping open_segment(const std::string& name, std::size_t header_size,
 
 void unlink_segment(const std::string& name);
 
+// Writes every page of `m` once from this process, leaving its contents as they are (also
+// while another process writes them), so that this process's first writes on the data path do
+// not pay for it (shared_memory.cpp says what that cost).
+void touch_for_writes(const Mapping& m);
+
 // Cross-memory attach: copies len bytes between `local` and the address `remote` in process
 // `pid` (process_vm_writev when `write`, else process_vm_readv), resuming after partial
 // transfers and EINTR. Returns 0, or the errno that stopped it (EPERM where ptrace rules

@@ -10,8 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,6 +21,7 @@
 
 #include <rmp/rmp.hpp>
 
+#include "runtime/shared_memory.hpp"
 #include "runtime/transport/shm/shm_transport.hpp"
 
 namespace {
@@ -134,6 +137,40 @@ TEST(ShmSegments, PairSegmentOfThisLayout_MappedAndUnlinked) {
   const int fd = ::shm_open(job.pair.name.c_str(), O_RDONLY, 0);
   EXPECT_LT(fd, 0) << job.pair.name << " still exists after both local ranks mapped it";
   if (fd >= 0) ::close(fd);
+}
+
+// touch_for_writes writes every page once (an atomic OR of zero, shared_memory.cpp): what the
+// creator stored before the other side mapped and touched it, on every page and up to the last
+// byte of a size that ends inside a page, is still there on both sides.
+TEST(ShmSegments, TouchedMappingKeepsWhatTheCreatorWrote) {
+  const Unlink seg{"/rmp-populate-" + std::to_string(::getpid())};
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t size = 3 * static_cast<std::size_t>(page) + 100;
+  namespace shm = rmp::rt::shm;
+  shm::Mapping created = shm::create_segment(seg.name, size, shm::Populate::yes);
+  ASSERT_TRUE(created);
+  auto* a = static_cast<unsigned char*>(created.data());
+  for (std::size_t i = 8; i < size; ++i) EXPECT_EQ(a[i], 0) << "byte " << i;
+  for (std::size_t i = 8; i < size; ++i) a[i] = static_cast<unsigned char>(i * 7 + 3);
+  const std::uint64_t total = size;  // the header: the size, once ready
+  std::memcpy(a, &total, sizeof total);
+  auto ready = [](const void* h) {
+    std::uint64_t v;
+    std::memcpy(&v, h, sizeof v);
+    return static_cast<std::size_t>(v);
+  };
+  shm::Mapping opened =
+      shm::open_segment(seg.name, sizeof total, ready, std::chrono::seconds(5), shm::Populate::yes);
+  ASSERT_TRUE(opened);
+  ASSERT_EQ(opened.size(), size);
+  shm::touch_for_writes(opened);
+  shm::touch_for_writes(created);
+  const auto* b = static_cast<const unsigned char*>(opened.data());
+  for (std::size_t i = 8; i < size; ++i) {
+    ASSERT_EQ(b[i], static_cast<unsigned char>(i * 7 + 3)) << "byte " << i << " as mapped again";
+    ASSERT_EQ(a[i], static_cast<unsigned char>(i * 7 + 3)) << "byte " << i << " as created";
+  }
+  EXPECT_EQ(std::memcmp(a, &total, sizeof total), 0);
 }
 
 }  // namespace

@@ -189,6 +189,8 @@ public:
   TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
               Completion* done) override;
   Transport& transport() override;
+  // The pair's segment (its pages are touched once mapped: shared_memory.hpp).
+  const Mapping& mapping() const { return seg_; }
 
   // A message is waiting (one load): the progress loop asks this before calling poll().
   bool ready() const { return in_.ready(); }
@@ -1025,6 +1027,10 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
     bell_bits(a.local_rank)[id_.local_rank / 64].fetch_or(1ull << (id_.local_rank % 64),
                                                           std::memory_order_release);
     bell(a.local_rank)->summary.fetch_or(1, std::memory_order_release);
+    // After the bell: the peer maps and touches its side meanwhile (2 ranks, lazy connect:
+    // first message 12 ms when this rank touched its pages before ringing, 3 without
+    // touching).
+    touch_for_writes(ep->mapping());
     return ep;
   }
   // The peer created the pair at the same moment; map its segment.
@@ -1032,7 +1038,9 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
                      std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout),
                      Populate::yes);
   if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2) unlink_segment(name);
-  return attach(a.local_rank, std::move(seg));
+  ShmEndpoint* ep = attach(a.local_rank, std::move(seg));
+  touch_for_writes(ep->mapping());
+  return ep;
 }
 
 [[gnu::noinline]] int ShmTransport::accept_new() {
@@ -1052,7 +1060,7 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
           std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout), Populate::yes);
       if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2)
         unlink_segment(name);
-      attach(peer_local, std::move(seg));
+      touch_for_writes(attach(peer_local, std::move(seg))->mapping());
       ++n;
     }
   }
