@@ -590,6 +590,30 @@ TEST(EagerStores, OneBurstInTheSlowStartDoesNotCondemnAMode) {
   }
 }
 
+// Which store suits goes with where the cores sit, not with the size: a new size class starts
+// its warm-up with the mode the nearest class holds. Its first payloads are what the adaptive
+// tuner's first burst of eager sends at that size measures: four cached stores with the cores
+// far apart made eager look slower than rendezvous there (64 KiB ping-pong: 16-24 us a round
+// trip in the burst against ~11.5 once streaming) and the tuner held rendezvous (~15 us).
+// The other mode is still measured in the warm-up, right after.
+TEST(EagerStores, NewSizeClassWarmsUpFirstWithTheModeItsNeighbourHolds) {
+  EagerStores e;
+  std::vector<bool> first;
+  for (int i = 0; i < 8; ++i) first.push_back(e.pick(64 << 10).streaming);
+  EXPECT_EQ(first, (std::vector<bool>{false, false, false, false, true, true, true, true}))
+      << "with no class measured yet, cached stores first";
+  EagerStores far;
+  run_stores(far, 16 << 10, 4e9, 8e9, 3000);  // streaming holds at 16 KiB
+  std::vector<bool> picks;
+  for (int i = 0; i < 8; ++i) {
+    const StorePick p = far.pick(64 << 10);
+    picks.push_back(p.streaming);
+    if (p.timed) far.record(p.streaming, 64 << 10, (64 << 10) / (p.streaming ? 8e9 : 4e9));
+  }
+  EXPECT_EQ(picks, (std::vector<bool>{true, true, true, true, false, false, false, false}));
+  EXPECT_GE(run_stores(far, 64 << 10, 4e9, 8e9, 2000).streamed, 1950);
+}
+
 TEST(EagerStores, SmallPayloadsAndForcedModesNeverMeasure) {
   EagerStores e;
   for (int i = 0; i < 1000; ++i) {

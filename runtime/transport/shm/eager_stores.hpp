@@ -60,7 +60,8 @@ public:
                        .burst = 4,
                        .hysteresis = 0.10,
                        .rejudge_warmup = true,
-                       .far_bursts = 2}) {}
+                       .far_bursts = 2,
+                       .warm_from_neighbour = true}) {}
 
   StorePick pick(std::size_t bytes) {
     if (bytes < kMinBytes || force_ == Force::cached) return {};
