@@ -104,7 +104,8 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   peers_.resize(static_cast<std::size_t>(ctx.size()));
   if (p.tune_adaptive)
     tuner_ = std::make_unique<p2p::ProtocolTuner>(inline_threshold_, eager_threshold_,
-                                                  ctx.eager_buffer_bytes() / 4, credit_bytes_);
+                                                  ctx.eager_buffer_bytes() / 4, credit_bytes_,
+                                                  p2p::RndvModel{p.get_bw, p.rndv_setup_us});
 }
 
 
@@ -274,8 +275,22 @@ void Engine::count_eager(std::size_t bytes, bool inl) {
   }
 }
 
+namespace {
+// The tuner's clock (RMP_TUNE=adaptive).
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* buf,
                             std::size_t bytes, int dest, int tag, bool sync) {
+  return isend_as(comm, ch, buf, bytes, dest, tag, sync, -1);
+}
+
+RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void* buf,
+                               std::size_t bytes, int dest, int tag, bool sync, int picked) {
   Lock g(*this);
   RequestState* r = alloc();
   r->kind = RequestState::Kind::send;
@@ -290,8 +305,13 @@ RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* b
   if (world == self_) ++c.msgs_self;
 
   EagerHeader e{0, comm.context(ch), tag, comm.rank()};
-  const bool fits_eager =
-      tuned_send(ch, world, bytes, sync) ? pick_protocol(*r, bytes) : eager_size(bytes);
+  bool fits_eager;
+  if (picked >= 0) {  // send() asked the tuner
+    r->tuned = r->tune_honoured = true;
+    fits_eager = picked == 1;
+  } else {
+    fits_eager = tuned_send(ch, world, bytes, sync) ? pick_protocol(*r, bytes) : eager_size(bytes);
+  }
   if (fits_eager && p.has_credit_for(bytes)) {
     p.credits -= credit_charge(bytes);
     const bool inl = bytes <= inline_threshold_;
@@ -340,8 +360,11 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
   Lock g(*this);
   const int world = comm.world_rank(dest);
   Peer& p = peer(world);
-  if (eager_size(bytes) && p.has_credit_for(bytes) && p.data.empty() && p.control.empty() &&
-      !tuned_send(ch, world, bytes, false)) {
+  // A tuned send asks the tuner here and, picked eager, leaves without a request as any eager
+  // send does (isend and wait took and freed one for each).
+  const bool tuned = tuned_send(ch, world, bytes, false);
+  const bool eager = tuned ? tune_pick(bytes) : eager_size(bytes);
+  if (eager && p.has_credit_for(bytes) && p.data.empty() && p.control.empty()) {
     const bool inl = bytes <= inline_threshold_;
     EagerHeader e{static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX)),
                   comm.context(ch), tag, comm.rank()};
@@ -353,11 +376,15 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
       p.credits -= credit_charge(bytes);
       if (world == self_) ++ctx_.counters().msgs_self;
       count_eager(bytes, inl);
+      if (tuned) {  // as a request's completion and release would
+        tuner_->complete(true, tuner_->complete_reads_clock() ? now_ns() : 0);
+        tuner_->release();
+      }
       return;
     }
     if (s == rt::TStatus::retry) ++ctx_.counters().ring_full;
   }
-  wait(isend(comm, ch, buf, bytes, dest, tag, false));
+  wait(isend_as(comm, ch, buf, bytes, dest, tag, false, tuned ? int{eager} : -1));
 }
 
 void Engine::send_ack(int world, Am am, std::uint64_t sid) {
@@ -379,30 +406,28 @@ void Engine::send_ack(int world, Am am, std::uint64_t sid) {
 // ---------------------------------------------------------------------------------------------
 // Adaptive protocol choice (RMP_TUNE=adaptive): the tuner is consulted at the decision above
 // and told when each tuned send completes; it judges sends alone and streams of sends
-// (p2p/protocol_tuner.hpp). The clock is read only for tuned sends.
-
-namespace {
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
+// (p2p/protocol_tuner.hpp). The clock is read only for tuned sends, and only where the tuner
+// uses the time.
 
 bool Engine::pick_protocol(RequestState& r, std::size_t bytes) {
-  const p2p::ProtocolTuner::Pick pick = tuner_->post(bytes, now_ns());
+  r.tuned = true;
+  r.tune_honoured = true;
+  return tune_pick(bytes);
+}
+
+bool Engine::tune_pick(std::size_t bytes) {
+  const p2p::ProtocolTuner::Pick pick =
+      tuner_->post(bytes, tuner_->post_reads_clock() ? now_ns() : 0);
   rt::Counters& c = ctx_.counters();
   c.tune_moves += pick.moved;
   c.tune_explorations += pick.explore;
   if (pick.eager && bytes > eager_threshold_) ++c.tune_eager_above;
   if (!pick.eager && bytes <= eager_threshold_) ++c.tune_rndv_below;
-  r.tuned = true;
-  r.tune_honoured = true;
   return pick.eager;
 }
 
 void Engine::tuned_send_completed(const RequestState& r) {
-  tuner_->complete(r.tune_honoured, now_ns());
+  tuner_->complete(r.tune_honoured, tuner_->complete_reads_clock() ? now_ns() : 0);
 }
 
 // ---------------------------------------------------------------------------------------------

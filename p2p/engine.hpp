@@ -276,6 +276,11 @@ private:
     return tuner_ && ch == p2p::Channel::user && !sync && world != self_ && tuner_->tunes(bytes);
   }
   bool pick_protocol(RequestState& r, std::size_t bytes);
+  bool tune_pick(std::size_t bytes);  // pick_protocol without a request (Engine::send)
+  // isend whose tuned protocol send() already picked (`picked`: 1 eager, 0 rendezvous), or
+  // that picks it (-1).
+  RequestState* isend_as(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
+                         int dest, int tag, bool sync, int picked);
   // Whether a message of `bytes` goes eager by size (the tuner aside; credit aside).
   bool eager_size(std::size_t bytes) const {
     return bytes <= std::max(inline_threshold_, eager_threshold_);

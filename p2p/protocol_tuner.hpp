@@ -30,6 +30,12 @@
 
 namespace rmp::p2p {
 
+// What a rendezvous send costs, as the tuning model has it (Params: get_bw, rndv_setup_us).
+struct RndvModel {
+  double get_bw = 0;    // bytes/s of the transport's get
+  double setup_us = 0;  // µs to set one up, beyond the handshake's round trip
+};
+
 class ProtocolTuner {
 public:
   // Buckets entirely inside (max(inline_threshold, eager_threshold / 8), reach] are tuned,
@@ -53,9 +59,10 @@ public:
   // whose last stream of its bucket held more bytes does not explore eager: such a window is
   // eager only until the credit runs out, and the rest stalls (windows of 64 × 64 KiB against
   // 3.6 MB of credit: one explored window in a benchmark's 22 made it 9-15 % slower).
+  // `rndv`: what a rendezvous costs (zeros: unknown; see rndv_clearly_worse).
   ProtocolTuner(std::size_t inline_threshold, std::size_t eager_threshold,
-                std::size_t eager_reach = 0, std::size_t credit_bytes = 0)
-      : eager_threshold_(eager_threshold), credit_bytes_(credit_bytes) {
+                std::size_t eager_reach = 0, std::size_t credit_bytes = 0, RndvModel rndv = {})
+      : eager_threshold_(eager_threshold), credit_bytes_(credit_bytes), rndv_(rndv) {
     const std::size_t low = std::max(inline_threshold, eager_threshold / 8);
     const std::size_t high = eager_threshold == 0 ? 0 : std::max(2 * eager_threshold, eager_reach);
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
@@ -109,11 +116,15 @@ public:
       const bool moved = judge_stream(before, b, now_ns);
       const bool beyond_credit = credit_bytes_ > 0 && stream_bytes_[b] > credit_bytes_ &&
                                  stream_.current(b)[0] == kRndv;
-      const rt::HillTuner::Choice c =
+      rt::HillTuner::Choice c =
           streamed_[b]        ? (beyond_credit ? rt::HillTuner::Choice{stream_.current(b), false}
                                                : stream_.choose(b))
           : alone_.enabled(b) ? alone_.choose(b)
                               : rt::HillTuner::Choice{setting(bytes <= eager_threshold_), false};
+      if (streamed_[b] && c.explore && c.setting[0] == kRndv && rndv_clearly_worse(b, bytes)) {
+        stream_.reject(b);
+        c = {stream_.current(b), false};
+      }
       s_ = {.bucket = b,
             .eager = c.setting[0] == kEager,
             .explore = c.explore,
@@ -143,6 +154,14 @@ public:
     s_.honoured = s_.honoured && honoured;
     s_.done_ns = std::max(s_.done_ns, now_ns);
   }
+
+  // Whether the next post(), or a complete() now, uses its time: a post only when it starts a
+  // stream (its first send's post and the next stream's time it), a completion only in a
+  // stream of one send so far (a send alone is judged on it). Elsewhere a caller may pass 0
+  // and save reading the clock: two reads a send, ~27 ns each here, were 5-12 % of a 16 KiB
+  // send's time in a window (0.5-1 us).
+  bool post_reads_clock() const { return in_flight_ == 0 || s_.sends >= kSegment; }
+  bool complete_reads_clock() const { return s_.sends <= 1; }
 
   // The user is done with a send of post() (waited for it, or let go of it) and it completed.
   // A send alone is judged when the next one of its bucket is posted (judge_alone).
@@ -219,16 +238,49 @@ private:
   bool judge_stream(const Stream& s, std::size_t bucket, std::int64_t now_ns) {
     if (!s.judged || s.bucket != bucket || s.bytes == 0 || now_ns <= s.posted_ns) return false;
     const double seconds = static_cast<double>(now_ns - s.posted_ns) * 1e-9;
-    return stream_.observe(bucket, setting(s.eager), seconds / static_cast<double>(s.bytes));
+    const double cost = seconds / static_cast<double>(s.bytes);
+    if (setting(s.eager) == stream_.current(bucket)) {
+      Recent& r = recent_[bucket];
+      r.cost[r.next++ % r.cost.size()] = cost;
+    }
+    return stream_.observe(bucket, setting(s.eager), cost);
+  }
+
+  // Whether a stream of rendezvous sends of `bytes` would take kClearlyWorse times the time
+  // per byte the bucket's current (eager) streams took, by the rendezvous model alone: each
+  // send's setup and its get at get_bw, and nothing else (its handshakes overlap in a stream).
+  // Such a stream is not explored: a window of sends is the smallest exploration there is,
+  // and one window of 16 KiB rendezvous sends cost 2.5-4 eager windows with the cores far
+  // apart and ~9 with them near, where a benchmark times 20-100 windows a size (bandwidth
+  // with RMP_TUNE=adaptive 0.53 of the static rule's near, 0.83 far). Eager's time is the best
+  // of its last streams (Recent): a run's first windows are slow (the pages and the receiver's
+  // copies warm up), and judged on the latest one the model let a window of rendezvous through
+  // in one run of two. A model that is wrong costs the tuner that bucket until the longest
+  // period has passed (HillTuner::reject).
+  bool rndv_clearly_worse(std::size_t bucket, std::size_t bytes) const {
+    const Recent& r = recent_[bucket];
+    if (r.next == 0 || rndv_.get_bw <= 0 || bytes == 0) return false;
+    const double eager = *std::min_element(
+        r.cost.begin(),
+        r.cost.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(r.next, r.cost.size())));
+    const double rndv = 1 / rndv_.get_bw + rndv_.setup_us * 1e-6 / static_cast<double>(bytes);
+    return rndv >= rt::HillTuner::kClearlyWorse * eager;
   }
 
   std::size_t eager_threshold_;
   std::size_t credit_bytes_;
+  RndvModel rndv_;
   rt::HillTuner alone_{{2, 1, 1}};
   rt::HillTuner stream_{{2, 1, 1}, kStreamPace};
   std::array<bool, rt::HillTuner::kBuckets> streamed_{};  // the bucket's last stream had > 1 send
   std::array<bool, rt::HillTuner::kBuckets> started_{};   // the bucket has had a send
   std::array<std::size_t, rt::HillTuner::kBuckets> stream_bytes_{};  // its last stream's bytes
+  // The costs (seconds per byte) of the current setting's last few judged streams.
+  struct Recent {
+    std::array<double, 4> cost{};
+    std::size_t next = 0;  // streams recorded
+  };
+  std::array<Recent, rt::HillTuner::kBuckets> recent_{};
   std::uint32_t in_flight_ = 0;         // sends posted and not yet both complete and released
   Stream s_;                            // the stream of the sends in flight
   Stream last_{.judged = false};        // the last one of more than one send, until judged

@@ -186,6 +186,24 @@ public:
     return better;
   }
 
+  // The caller's own model rules out the candidate choose() has just given (explore true),
+  // before any use of it: it is treated as a far worse neighbour (tried again only after the
+  // longest period), and the use goes to the current setting.
+  void reject(std::size_t bucket) {
+    Bucket& b = buckets_[bucket];
+    if (!b.enabled || !b.has_candidate) return;
+    b.has_candidate = false;
+    b.cand = Window{};
+    b.burst_left = 0;
+    b.unjudged_cand = 0;
+    b.cand_pending = 0;
+    b.next_step = (b.next_step + 1) % (2 * kMaxDims);
+    b.losses = 0;
+    b.backoff = kMaxBackoff;
+    b.next_explore = b.uses + explore_period_of(b);
+    --explorations_;
+  }
+
   std::uint64_t explorations() const { return explorations_; }
   std::uint64_t moves() const { return moves_; }
   // Uses between explorations of this bucket now.

@@ -215,6 +215,31 @@ TEST(Tuner, FarWorseNeighbour_BacksOffAtOnce) {
             std::uint64_t{HillTuner::kExplorePeriod} << HillTuner::kMaxBackoff);
 }
 
+// A candidate its caller's model rules out (reject) is not used, and is tried again only after
+// the longest period; the use goes to the current setting.
+TEST(Tuner, RejectedCandidate_NotUsedAndTriedAgainAfterTheLongestPeriod) {
+  HillTuner t({2, 1, 1});
+  const std::size_t bucket = HillTuner::bucket_of(16 * 1024);
+  const Setting eager{1, 0, 0};
+  t.enable(bucket, eager);
+  std::uint64_t first = 0, second = 0;
+  for (std::uint64_t i = 1; i <= 20 * HillTuner::kExplorePeriod && !second; ++i) {
+    const HillTuner::Choice c = t.choose(bucket);
+    if (!c.explore) {
+      t.observe(bucket, c.setting, 1.0);
+      continue;
+    }
+    EXPECT_NE(c.setting, eager);
+    (first ? second : first) = i;
+    t.reject(bucket);
+  }
+  EXPECT_EQ(t.explorations(), 0u) << "rejected candidates are not explorations";
+  ASSERT_GT(first, 0u);
+  ASSERT_GT(second, 0u);
+  EXPECT_GE(second - first, std::uint64_t{HillTuner::kExplorePeriod} << HillTuner::kMaxBackoff);
+  EXPECT_EQ(t.current(bucket), eager);
+}
+
 // A neighbour whose every judged use of its first burst costs at most kClearlyBetter of the
 // current's wins after that burst, not after a full window of three; one at 0.9 (within
 // reach of noise) still needs the window.
@@ -627,6 +652,65 @@ TEST(ProtocolTuner, Streams_FasterRendezvous_MoveThere) {
   bool eager = true;
   send_window(t, 32768, 64, clock, cost, &eager);
   EXPECT_FALSE(eager);
+}
+
+// The rendezvous model (get_bw 20 GB/s, 1 us to set up a get: 0.111 ns a byte at 16 KiB) puts
+// rendezvous streams far behind eager ones at 0.03 ns a byte (33 GB/s, as with the cores near):
+// none is explored, where one window would cost several eager ones. At 32 KiB, eager at 8 GB/s
+// (0.125 ns a byte) and the model at 0.08, rendezvous is explored and taken up where faster.
+TEST(ProtocolTuner, Streams_RendezvousTheModelPutsFarBehind_NeverExplored) {
+  const p2p::RndvModel model{20e9, 1.0};
+  p2p::ProtocolTuner t(44, 60000, 262144, 0, model);
+  std::int64_t clock = 0;
+  auto cost = [](bool eager) -> std::int64_t { return eager ? 500 : 4500; };
+  for (int w = 0; w < 300; ++w) {
+    bool eager = false;
+    send_window(t, 16384, 64, clock, cost, &eager);
+    EXPECT_TRUE(eager) << "window " << w;
+  }
+  p2p::ProtocolTuner u(44, 60000, 262144, 0, model);
+  auto cost32 = [](bool eager) -> std::int64_t { return eager ? 4000 : 1700; };
+  int windows = 0;
+  while (windows < 40 && !send_window(u, 32768, 64, clock, cost32)) ++windows;
+  EXPECT_LT(windows, 16);
+  bool eager = true;
+  send_window(u, 32768, 64, clock, cost32, &eager);
+  EXPECT_FALSE(eager);
+}
+
+// The engine reads the clock only where the tuner says it uses the time
+// (post_reads_clock, complete_reads_clock) and passes 0 elsewhere: the tuner picks the same,
+// in windows of sends and in ping-pongs, as when every call has the time.
+TEST(ProtocolTuner, TimeLeftOutWhereNotRead_SamePicks) {
+  auto run = [](bool skip) {
+    p2p::ProtocolTuner t(44, 60000, 262144);
+    std::vector<bool> picks;
+    std::int64_t clock = 0;
+    auto at = [&](bool reads) { return skip && !reads ? 0 : clock; };
+    for (int w = 0; w < 60; ++w) {  // windows where rendezvous is faster
+      for (int i = 0; i < 64; ++i) {
+        picks.push_back(t.post(32768, at(t.post_reads_clock())).eager);
+        clock += 10;
+      }
+      const std::int64_t took = 64 * (picks.back() ? 4000 : 1700);
+      for (int i = 0; i < 64; ++i) t.complete(true, at(t.complete_reads_clock()) + took);
+      for (int i = 0; i < 64; ++i) t.release();
+      clock += took;
+    }
+    for (int i = 0; i < 600; ++i) {  // a ping-pong where eager is faster
+      picks.push_back(t.post(32768, at(t.post_reads_clock())).eager);
+      const bool eager = picks.back();
+      clock += eager ? 500 : 1500;
+      t.complete(true, at(t.complete_reads_clock()));
+      t.release();
+      clock += eager ? 2000 : 4000;
+    }
+    return picks;
+  };
+  const std::vector<bool> timed = run(false), skipped = run(true);
+  EXPECT_EQ(timed, skipped);
+  EXPECT_FALSE(timed[64 * 59]) << "the windows did not move to rendezvous";
+  EXPECT_TRUE(timed.back()) << "the ping-pong did not move to eager";
 }
 
 // Per-send accounting misjudged exactly this: a burst of rendezvous sends among eager ones,
