@@ -192,8 +192,12 @@ private:
   static constexpr std::uint32_t kSegment = 256;
   // A send alone whose next post came more than this many times its own time after its
   // completion is not judged (judge_alone). In a ping-pong the reply takes about as long as
-  // the send (rendezvous) or 2-4 times the sender's copy into the buffer (eager).
-  static constexpr std::int64_t kGapFactor = 8;
+  // the send (rendezvous) or several times the sender's copy into the buffer (eager: at
+  // 64 KiB with the cores far apart the copy took 1.3-1.5 us and the round trip 11.5-12.5;
+  // with 8 here half the eager sends went unjudged, and the replying rank's first burst of
+  // them had two judged uses instead of three, too few to move at once: it kept rendezvous
+  // in one run of two).
+  static constexpr std::int64_t kGapFactor = 16;
 
   struct Stream {
     std::size_t bucket = 0;

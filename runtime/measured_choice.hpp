@@ -73,11 +73,14 @@ public:
     // slowdown was over). Not for a collective's paths: their benchmarks run ~50 calls a size,
     // and one interleaved run with it came out 0-15 % slower (about the noise there).
     bool judge_alike = false;
-    // Whether a size class's warm-up starts with the mode the nearest size class that has
-    // chosen holds (else with mode 0): for a choice that goes with conditions the size hardly
-    // changes (where the cores sit), so that a new class's first uses are at that mode's speed.
-    // Its first uses are what another chooser measuring through this one judges first (the
-    // adaptive tuner's first burst of eager sends at a size: four payloads of the warm-up).
+    // Whether a size class whose nearest class that has chosen holds a mode warms up that mode
+    // alone and holds it, the others measured at their first turns (else every mode warms up
+    // in turn from mode 0): for a choice that goes with conditions the size hardly changes
+    // (where the cores sit), so that a new class's first uses are at that mode's speed. Its
+    // first uses are what another chooser measuring through this one judges first: the
+    // adaptive tuner's first bursts of eager sends at a size, which the warm-up's four
+    // payloads of each kind of store filled (cores far apart, 64 KiB: round trips of 20 us
+    // with cached stores against 12 with streaming ones).
     // Eager stores, cores far apart, ping-pongs of 16, 32 and 64 KiB in one run under
     // RMP_TUNE=adaptive, interleaved with the warm-up in fixed order, 8 pairs: 0.98, 0.97 and
     // 0.87 of the time.
@@ -91,7 +94,14 @@ public:
   // Which mode serves a use of `bytes`.
   int choose(std::size_t bytes) {
     Bucket& b = bucket(bytes);
-    if (b.uses++ == 0 && pace_.warm_from_neighbour) b.first = neighbour_held(bucket_of(bytes));
+    if (b.uses++ == 0 && pace_.warm_from_neighbour) {
+      if (const int n = neighbour_held(bucket_of(bytes)); n >= 0) {
+        // Only that mode warms up; the others are measured at their first turns.
+        b.first = static_cast<unsigned>(n);
+        for (int m = 0; m < N; ++m)
+          if (m != n) b.started[m] = kWarmup + 1;
+      }
+    }
     if (b.explore_left > 0) {
       --b.explore_left;
       return b.explore_mode;
@@ -326,16 +336,16 @@ private:
   };
 
   // The mode held by the size class nearest to class i that holds one (the smaller of two
-  // as near), or 0.
-  unsigned neighbour_held(std::size_t i) const {
+  // as near), or -1.
+  int neighbour_held(std::size_t i) const {
     auto holds = [this](std::size_t j) {
       return buckets_[j].held >= 0 && !buckets_[j].provisional;
     };
     for (std::size_t d = 1; d < kBuckets; ++d) {
-      if (d <= i && holds(i - d)) return static_cast<unsigned>(buckets_[i - d].held);
-      if (i + d < kBuckets && holds(i + d)) return static_cast<unsigned>(buckets_[i + d].held);
+      if (d <= i && holds(i - d)) return buckets_[i - d].held;
+      if (i + d < kBuckets && holds(i + d)) return buckets_[i + d].held;
     }
-    return 0;
+    return -1;
   }
 
   // Whether `m` was faster than `held` when it was measured too, not only against the held

@@ -500,6 +500,19 @@ TEST(ProtocolTuner, SendsAloneFarApart_NotJudged) {
   EXPECT_TRUE(send_alone(t, size, clock));
 }
 
+// An eager send's own time is the sender's copy into the buffer; the round trip can take 8-9
+// times that (64 KiB, cores far apart: 1.3 us and 12): still a ping-pong, judged, and eager,
+// faster than rendezvous's 15 us round trip, is taken up after its first burst.
+TEST(ProtocolTuner, EagerRoundTripManyTimesItsCopy_JudgedAndTakenUp) {
+  p2p::ProtocolTuner t(44, 60000);
+  std::int64_t clock = 0;
+  const PingPong r = ping_pong(
+      t, 65536, clock, 8 * kUsesPerWindow, [](bool eager) { return eager ? 1300 : 14000; },
+      [](bool eager) { return eager ? 12000 : 15000; }, /*until_moved=*/true);
+  EXPECT_EQ(r.moves, 1);
+  EXPECT_LE(r.eager, 5) << "moved only after more than its first burst (4) and the post moved";
+}
+
 // The same completion times with the round trips the other way round: eager stays.
 TEST(ProtocolTuner, FasterEagerRoundTrip_StaysEager) {
   p2p::ProtocolTuner t(44, 65536);
