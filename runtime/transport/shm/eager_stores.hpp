@@ -19,6 +19,7 @@
 // cores near, against forced cached stores); while the other mode is measured, every one.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -79,8 +80,21 @@ public:
     return {m == kStreaming, true};
   }
 
-  // A timed payload of `bytes` cost `seconds`, as the receiver saw it.
+  // A timed payload of `bytes` cost `seconds`, as the receiver saw it. One that cost kOutlier
+  // times the cheapest recent payload of its class, of either mode, is left out: it waited for
+  // a receiver busy elsewhere, which the receiver cannot always tell. In a bidirectional
+  // window of 32 KiB with the cores far apart (osu_bibw) every second payload of a burst
+  // measured 80-130 us against 1.1-1.5: a receiver copies its own window into the other ring
+  // between polls. The bursts' medians then sank streaming stores, cached ones were held at
+  // 5-7 us a payload, and the bandwidth fell to 1.4-5 GB/s where either mode alone gave 8
+  // (cached) or 15-26 (streaming). The cheapest cost relaxes by kRelax a payload, so that a
+  // lasting slowdown of the whole machine is taken in after some 60 payloads.
   void record(bool streaming, std::size_t bytes, double seconds) {
+    if (bytes == 0 || seconds <= 0) return;
+    double& cheapest = cheapest_[Choice::bucket_of(bytes)];
+    const double per_byte = seconds / static_cast<double>(bytes);
+    cheapest = cheapest > 0 ? std::min(cheapest * kRelax, per_byte) : per_byte;
+    if (per_byte > kOutlier * cheapest) return;
     choice_.record(streaming ? kStreaming : kCached, bytes, seconds);
   }
 
@@ -91,9 +105,11 @@ private:
     bool streaming = false;     // the mode in use
   };
   using Choice = MeasuredChoice<2>;
+  static constexpr double kOutlier = 16, kRelax = 1.05;
   Force force_;
   Choice choice_;
   std::array<Held, Choice::kBuckets> held_{};  // per size class of the chooser
+  std::array<double, Choice::kBuckets> cheapest_{};  // seconds per byte (record)
 };
 
 }  // namespace rmp::rt::shm
