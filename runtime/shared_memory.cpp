@@ -47,7 +47,6 @@ Mapping::~Mapping() {
 
 namespace {
 int map_flags(Populate pop) { return MAP_SHARED | (pop == Populate::yes ? MAP_POPULATE : 0); }
-
 }  // namespace
 
 Mapping create_segment(const std::string& name, std::size_t size, Populate pop) {
