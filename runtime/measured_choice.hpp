@@ -98,7 +98,6 @@ public:
     if (b.uses++ == 0 && pace_.warm_from_neighbour) {
       if (const int n = neighbour_held(bucket_of(bytes)); n >= 0) {
         // Only that mode warms up; the others are measured at their first turns.
-        b.first = static_cast<unsigned>(n);
         for (int m = 0; m < N; ++m)
           if (m != n) b.started[m] = kWarmup + 1;
       }
@@ -111,8 +110,7 @@ public:
     // counted as they start: when many uses start before any ends (a window of gets), the
     // window is shared among the modes instead of all of it going to the first one.
     int best = -1, last = -1;
-    for (unsigned k = 0; k < N; ++k) {
-      const auto m = static_cast<int>((b.first + k) % N);
+    for (int m = 0; m < N; ++m) {
       if (!enabled(m)) continue;
       if (b.started[m] <= kWarmup) {
         ++b.started[m];
@@ -333,7 +331,6 @@ private:
     std::uint64_t confirm_at = 0;  // uses before which no other confirmation burst starts
     unsigned remeasuring = 0;      // drifted modes whose burst has begun but not been judged
     bool provisional = false;      // held is Pace::initial, held before anything was measured
-    unsigned first = 0;            // the mode its warm-up starts with
   };
 
   // The mode held by the size class nearest to class i that holds one (the smaller of two

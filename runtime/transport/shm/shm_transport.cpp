@@ -189,8 +189,6 @@ public:
   TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
               Completion* done) override;
   Transport& transport() override;
-  // The pair's segment (its pages are touched once mapped: shared_memory.hpp).
-  const Mapping& mapping() const { return seg_; }
 
   // A message is waiting (one load): the progress loop asks this before calling poll().
   bool ready() const { return in_.ready(); }
@@ -968,6 +966,7 @@ ShmEndpoint* ShmTransport::attach(int local_peer, Mapping seg) {
   const int my_dir = id_.local_rank < local_peer ? 0 : 1;
   const int peer_world = h->world[1 - my_dir];
   const int peer_pid = h->pid[1 - my_dir];
+  touch_for_writes(seg);  // (shared_memory.hpp: what a first write to each page costs)
   auto ep = std::make_unique<ShmEndpoint>(*this, peer_world, peer_pid, std::move(seg), my_dir,
                                           eager_stores_);
   ShmEndpoint* raw = ep.get();
@@ -1022,25 +1021,20 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
     h->pid[1 - my_dir] = a.pid;
     h->mapped.store(1, std::memory_order_relaxed);
     h->ready.store(1, std::memory_order_release);
-    ShmEndpoint* ep = attach(a.local_rank, std::move(seg));
-    // Tell the peer: it maps the pair at its next progress and removes the name.
+    // Tell the peer: it maps the pair at its next progress and removes the name. Before
+    // attaching, which touches the pages: the peer touches its side meanwhile (2 ranks, lazy
+    // connect: first message 12 ms when this rank touched its pages before ringing).
     bell_bits(a.local_rank)[id_.local_rank / 64].fetch_or(1ull << (id_.local_rank % 64),
                                                           std::memory_order_release);
     bell(a.local_rank)->summary.fetch_or(1, std::memory_order_release);
-    // After the bell: the peer maps and touches its side meanwhile (2 ranks, lazy connect:
-    // first message 12 ms when this rank touched its pages before ringing, 3 without
-    // touching).
-    touch_for_writes(ep->mapping());
-    return ep;
+    return attach(a.local_rank, std::move(seg));
   }
   // The peer created the pair at the same moment; map its segment.
   seg = open_segment(name, sizeof(PairHeader), ready_size_of_pair,
                      std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout),
                      Populate::yes);
   if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2) unlink_segment(name);
-  ShmEndpoint* ep = attach(a.local_rank, std::move(seg));
-  touch_for_writes(ep->mapping());
-  return ep;
+  return attach(a.local_rank, std::move(seg));
 }
 
 [[gnu::noinline]] int ShmTransport::accept_new() {
@@ -1060,7 +1054,7 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
           std::chrono::duration_cast<std::chrono::milliseconds>(kSegmentTimeout), Populate::yes);
       if (static_cast<PairHeader*>(seg.data())->mapped.fetch_add(1) + 1 == 2)
         unlink_segment(name);
-      touch_for_writes(attach(peer_local, std::move(seg))->mapping());
+      attach(peer_local, std::move(seg));
       ++n;
     }
   }
