@@ -60,9 +60,15 @@ public:
   // eager only until the credit runs out, and the rest stalls (windows of 64 × 64 KiB against
   // 3.6 MB of credit: one explored window in a benchmark's 22 made it 9-15 % slower).
   // `rndv`: what a rendezvous costs (zeros: unknown; see rndv_clearly_worse).
+  // `rank`: this rank's world rank, which staggers when its buckets explore sends alone
+  // (alone_pace).
   ProtocolTuner(std::size_t inline_threshold, std::size_t eager_threshold,
-                std::size_t eager_reach = 0, std::size_t credit_bytes = 0, RndvModel rndv = {})
-      : eager_threshold_(eager_threshold), credit_bytes_(credit_bytes), rndv_(rndv) {
+                std::size_t eager_reach = 0, std::size_t credit_bytes = 0, RndvModel rndv = {},
+                int rank = 0)
+      : eager_threshold_(eager_threshold),
+        credit_bytes_(credit_bytes),
+        rndv_(rndv),
+        alone_({2, 1, 1}, alone_pace(rank)) {
     const std::size_t low = std::max(inline_threshold, eager_threshold / 8);
     const std::size_t high = eager_threshold == 0 ? 0 : std::max(2 * eager_threshold, eager_reach);
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
@@ -83,8 +89,13 @@ public:
   // eager's time (tune-proof, 16 KiB windows, 18 pairs: tuner/defaults 1.048 and tuner/best
   // 1.455 judging the first stream, 0.930 and 1.244 judging the second).
   // Windows of 64 sends vary little, and a wrong move is undone at the next exploration.
+  // The first exploration comes at a bucket's third stream, not its eighth: a bandwidth run
+  // of 16 KiB windows has 52 of them, and its first 8 went eager where rendezvous ran at
+  // 1.45x their speed (cores near). (Not at its second: a run's first windows are slow while
+  // pages and copy choosers warm up, and a candidate judged against one of them looks
+  // better than it is.)
   static constexpr rt::HillTuner::Pace kStreamPace{
-      .window = 1, .burst = 2, .period = 8, .skip_edges = true};
+      .window = 1, .burst = 2, .period = 8, .skip_edges = true, .first = 3};
 
   bool tunes(std::size_t bytes) const { return stream_.enabled(rt::HillTuner::bucket_of(bytes)); }
 
@@ -213,6 +224,22 @@ private:
 
   static rt::HillTuner::Setting setting(bool eager) { return {eager ? kEager : kRndv, 0, 0}; }
 
+  // The default pace, with a bucket's first exploration of sends alone (rank × 23) mod 64
+  // uses after the period's end (any two ranks closer than 64 apart differ): both ranks of a
+  // ping-pong count the same uses, and at the same phase they explored at once, so that the
+  // replying rank's last send before its burst was timed over a round trip holding the other
+  // rank's first explored send (64 KiB, eager explored among rendezvous round trips of 6.5
+  // us: that one took 16.7 us, and the burst's 23-26 us round trips, judged against it, looked
+  // 1.5x, not 3.7x: far worse, at 2x, would have backed off at once; it explored again every
+  // 64-128 sends instead, 4 bursts in a benchmark's 1271 sends where the other rank had 2).
+  static rt::HillTuner::Pace alone_pace(int rank) {
+    rt::HillTuner::Pace p;
+    const auto period = static_cast<std::int64_t>(p.period);
+    p.first =
+        p.period + static_cast<std::uint32_t>((std::int64_t{rank} * 23 % period + period) % period);
+    return p;
+  }
+
   // The last send alone, when the next send alone is posted: judged on the time between the
   // two posts when both are of one bucket. Before, a send alone was judged on its own time
   // from post to completion, an eager one's doubled for the receiver's copy: on a VM where a
@@ -274,7 +301,7 @@ private:
   std::size_t eager_threshold_;
   std::size_t credit_bytes_;
   RndvModel rndv_;
-  rt::HillTuner alone_{{2, 1, 1}};
+  rt::HillTuner alone_;
   rt::HillTuner stream_{{2, 1, 1}, kStreamPace};
   std::array<bool, rt::HillTuner::kBuckets> streamed_{};  // the bucket's last stream had > 1 send
   std::array<bool, rt::HillTuner::kBuckets> started_{};   // the bucket has had a send

@@ -63,6 +63,7 @@ public:
     std::uint32_t burst = kBurst;    // at least 2 when edges are skipped
     std::uint32_t period = kExplorePeriod;
     bool skip_edges = true;  // the first use of a burst, and of the current setting after one
+    std::uint32_t first = kExplorePeriod;  // the use of a bucket that first explores
   };
 
   // Power-of-two bucket of a size: sizes in (2^(b-1), 2^b] share bucket b (0 → 0, 1 → 0), so
@@ -83,7 +84,7 @@ public:
     b = Bucket{};
     b.enabled = true;
     b.current = start;
-    b.next_explore = pace_.period;
+    b.next_explore = pace_.first;
   }
   bool enabled(std::size_t bucket) const { return buckets_[bucket].enabled; }
   const Setting& current(std::size_t bucket) const { return buckets_[bucket].current; }
