@@ -1072,6 +1072,23 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
   }
 }
 
+namespace {
+
+// A reader of the direct bcast copies `len` bytes from the root's `src` into its `dst`, from
+// its own even share of them on (line-aligned), wrapping around: the readers start on
+// different pages of the root's buffer, whose pinning by each cross-memory copy otherwise
+// contends on the same pages (4 ranks on 2 cores, 4 interleaved rounds against every reader
+// starting at the front: 256 KiB 0.77, 1 MiB 0.60 of the time; 64 KiB 0.99).
+void read_from_root(const CommImpl& c, NodeShared& ns, int root, const void* src, void* dst,
+                    std::size_t len) {
+  const int n = c.size();
+  const std::size_t from = even_offset(len / kLine, n - 1, (c.rank() - root + n) % n - 1) * kLine;
+  if (from < len) ns.read_direct(root, at(src, from), at(dst, from), len - from);
+  if (from > 0) ns.read_direct(root, src, dst, from);
+}
+
+}  // namespace
+
 void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {
   if (!ns.direct_ok() || bytes <= kMaxBytes) return shm_bcast(c, ns, buf, bytes, root);
   const int n = c.size();
@@ -1101,7 +1118,7 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
         ns.write_direct(q, buf, ns.result(q), share);
       }
     } else {
-      ns.read_direct(root, at(ns.source(root), share), at(buf, share), bytes - share);
+      read_from_root(c, ns, root, at(ns.source(root), share), at(buf, share), bytes - share);
     }
     if (c.rank() == root && ns.direct_failed()) ns.set_push_failed(c, round);
     ns.set_mark(c, NodeShared::mark(round, 3));
@@ -1120,7 +1137,7 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
     ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read its buffer
   } else {
     ns.wait_mark(c, NodeShared::mark(round, 3), root);
-    ns.read_direct(root, ns.source(root), buf, bytes);
+    read_from_root(c, ns, root, ns.source(root), buf, bytes);
     ns.set_mark(c, NodeShared::mark(round, 3));
     ns.direct_done();
   }
