@@ -374,12 +374,17 @@ public:
     // own: it was the faster of the two at every size measured (2 ranks, both forced, in
     // interleaved runs: 8 KiB 1.0-1.2 against 1.7 us, 64 KiB 3.5-3.6 against 10, 1 MiB 30
     // against 62-88), so a choice among three paths would only have paid for tries of the
-    // chunks.
-    if (own_cores_) {
-      const std::size_t a = path_index(Coll::bcast);
-      path_enabled_[a] = (path_enabled_[a] & ~(1u << kShmPath)) | 1u << kDirectPath;
-      path_times_[a] = PathTimes(path_enabled_[a], path_pace());
-    }
+    // chunks. With ranks sharing cores it is chosen between it and the chunks: neither wins
+    // everywhere (4 ranks on 2 cores, where a system call costs 0.06 us, both forced, 4
+    // interleaved rounds: direct at 0.83 / 0.65 / 1.12 / 1.15 / 0.60 of the chunks' time at
+    // 16 / 64 / 256 KiB / 1 / 4 MiB; the choice 0.99 / 0.91 / 0.79 / 0.98 / 0.71). (Where a
+    // system call cost ~1 us, the choice took the direct path there and ran 1.24-1.32x
+    // slower than the chunks: the decider, a reader, does not see the root wait for every
+    // read.)
+    const std::size_t a = path_index(Coll::bcast);
+    path_enabled_[a] =
+        (own_cores_ ? path_enabled_[a] & ~(1u << kShmPath) : path_enabled_[a]) | 1u << kDirectPath;
+    path_times_[a] = PathTimes(path_enabled_[a], path_pace());
   }
 
   // ---- Chunked paths ----

@@ -40,9 +40,9 @@ NodeShared* node_shared(const detail::CommImpl& c);
 // its data is in) times its calls of each path (runtime/measured_choice.hpp) and tells the
 // others its choice through a small bcast (with ranks sharing cores, and for a bcast, once for
 // a run of calls of a size class: MeasuredChoice::choose_run). With ranks sharing cores (every
-// rendezvous handshake then waits for a process switch) only the alltoall chooses, between its
-// node-shared and direct paths, above eager_threshold. Not when RMP_<COLL>_ALGO forces an
-// algorithm.
+// rendezvous handshake then waits for a process switch) only the alltoall and the bcast
+// choose, between their node-shared and direct paths, above eager_threshold. Not when
+// RMP_<COLL>_ALGO forces an algorithm.
 class PathChoice {
 public:
   // `ns`: the communicator's node-shared state when the call selected that path, else nullptr

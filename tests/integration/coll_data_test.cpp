@@ -505,13 +505,13 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
   // a core of its own (with ranks sharing cores every rendezvous handshake waits for a
   // switch), and never for an allreduce or a floating reduce; the direct path where
   // cross-memory attach works between the ranks, and with ranks sharing cores only an
-  // alltoall's (a bcast's replaces its chunks, so a bcast chooses where point-to-point is
-  // open either way).
+  // alltoall's and a bcast's (where ranks have cores of their own a bcast's replaces its
+  // chunks, and it chooses between it and point-to-point).
   const bool own_cores = ranks_have_own_cores(p);
   auto chooses = [&](const char* env, bool p2p, bool direct) {
     return p > 1 && !std::getenv(env) && (p2p && own_cores) + (direct && cma) >= 1;
   };
-  const bool bcast = chooses("RMP_BCAST_ALGO", true, false),
+  const bool bcast = chooses("RMP_BCAST_ALGO", true, true),
              reduce = chooses("RMP_REDUCE_ALGO", true, own_cores),
              allreduce = chooses("RMP_ALLREDUCE_ALGO", false, own_cores),
              allgather = chooses("RMP_ALLGATHER_ALGO", true, own_cores),
