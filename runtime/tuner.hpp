@@ -149,6 +149,8 @@ public:
     if (b.cand.count < pace_.window && !clearly_worse && !clearly_better) return false;
     const bool better = b.cand.median() < 1 - kMargin;
     if (better) {
+      b.left = b.current;
+      b.has_left = true;
       b.current = b.candidate;
       b.now = Window{};  // the new setting's own costs start the next comparisons
       b.latest = 0;
@@ -158,7 +160,13 @@ public:
       // Keep going the way that paid (momentum): try the same step again first.
     } else {
       b.next_step = (b.next_step + 1) % (2 * kMaxDims);
-      if (clearly_worse && b.cand.count >= kFarWorseSamples && b.cand.median() >= kFarWorse) {
+      // The setting the bucket last moved away from, clearly worse again, backs off alike:
+      // its cost is known from all its uses before the move, so one window is no accident
+      // either (16 KiB windows: eager at 1.6x rendezvous's time after the move, explored
+      // every 8, 16, 32 windows in a benchmark's 52, a tenth of them).
+      const bool left_again = b.has_left && b.candidate == b.left;
+      if (clearly_worse &&
+          ((b.cand.count >= kFarWorseSamples && b.cand.median() >= kFarWorse) || left_again)) {
         // Far worse: tried again only after the longest period. Eager sends of 256 KiB in a
         // ping-pong that runs at 11 us one way by rendezvous cost ~75 us each; three bursts
         // of them in a benchmark's 333 sends made it 28 % slower than the static rule. At
@@ -239,6 +247,8 @@ private:
     std::uint32_t unjudged_current = 0;  // current observations to skip (after a burst)
     std::uint32_t losses = 0;            // neighbours that lost in a row since the last move
     std::uint32_t backoff = 0;           // explore period = kExplorePeriod << backoff
+    Setting left{};                      // the setting of before the last move (has_left)
+    bool has_left = false;
     double latest = 0;  // the current setting's latest cost
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
   };

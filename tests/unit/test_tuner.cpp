@@ -287,6 +287,25 @@ TEST(Tuner, StreamPace_OneFarWorseWindow_BacksOffOnce) {
   EXPECT_EQ(explored_at, (std::vector<int>{3, 4, 20, 21}));
 }
 
+// The setting a bucket moved away from, explored again and clearly worse again (1.6x: eager
+// windows of 16 KiB against rendezvous ones), backs off to the longest period at once: a
+// benchmark's 52 windows explore it once after the move, not at 8, 16 and 32 windows.
+TEST(Tuner, StreamPace_SettingLeftClearlyWorseAgain_BacksOffAtOnce) {
+  HillTuner t({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
+  const std::size_t bucket = HillTuner::bucket_of(16 * 1024);
+  const Setting eager{1, 0, 0}, rndv{0, 0, 0};
+  t.enable(bucket, eager);
+  for (int use = 1; use <= 52; ++use) {
+    const HillTuner::Choice c = t.choose(bucket);
+    t.observe(bucket, c.setting, c.setting == eager ? 1.6 : 1.0);
+  }
+  EXPECT_EQ(t.current(bucket), rndv);
+  EXPECT_EQ(t.moves(), 1u);
+  EXPECT_EQ(t.explorations(), 2u) << "the move's burst and one of eager after it";
+  EXPECT_EQ(t.explore_period(bucket),
+            std::uint64_t{rmp::p2p::ProtocolTuner::kStreamPace.period} << HillTuner::kMaxBackoff);
+}
+
 // A move resets the period: once the optimum shifts (here: rendezvous becomes 3 x cheaper
 // after the tuner backed off), the tuner still finds it within the backed-off period's windows.
 TEST(Tuner, BackedOff_StillFollowsAShiftedOptimum) {
@@ -814,7 +833,8 @@ TEST(ProtocolTuner, Streams_Overlapped_JudgedInParts) {
     if (i >= n - 5000) eager_late += p.eager;
   }
   EXPECT_GE(moves, 1);
-  EXPECT_GE(eager_late, 4500) << "of the last 5000 sends";
+  // (One exploring burst, two streams of 256, may fall among them.)
+  EXPECT_GE(eager_late, 5000 - 2 * 256) << "of the last 5000 sends";
 }
 
 // ---- The shm get tuner's grid ------------------------------------------------------------------
