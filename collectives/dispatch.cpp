@@ -23,7 +23,7 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
   NodeShared* ns = may_use_node_shared(Coll::bcast, c) ? node_shared(c) : nullptr;
   auto algo = choose<BcastAlgo>(Coll::bcast, c, bytes, ns != nullptr);
   const PathChoice path(c, algo == BcastAlgo::shm ? ns : nullptr, Coll::bcast, bytes,
-                        (root + 1) % c.size());
+                        bcast_decider(c, ns, root));
   if (path.p2p()) algo = choose<BcastAlgo>(Coll::bcast, c, bytes);
   if (path.direct()) algo = BcastAlgo::shm_direct;
   switch (algo) {

@@ -253,6 +253,10 @@ public:
   // ---- The direct paths (shm_*_direct: bcast, reduce, allreduce, allgather, alltoall) ----
   bool direct_ok() const { return direct_ok_; }
   bool own_cores() const { return own_cores_; }
+  // Set by PathChoice at a bcast's root where it times the call: shm_bcast's root then waits
+  // until every rank has read its chunks (bcast_decider).
+  bool root_waits() const { return root_waits_; }
+  void set_root_waits(bool w) { root_waits_ = w; }
   void set_source(const CommImpl& c, const void* in) {
     line(c.rank(), kSourceLine)
         .gen.store(reinterpret_cast<std::uint64_t>(in), std::memory_order_relaxed);
@@ -562,6 +566,7 @@ private:
   std::array<unsigned, 6> path_enabled_{};
   bool direct_ok_ = false;
   bool own_cores_ = true;  // every rank has a core of its own (p2p_paths)
+  bool root_waits_ = false;
   int direct_err_ = 0, direct_err_rank_ = -1;  // the first failed copy of this call
   std::vector<std::byte> scratch_;
   std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
@@ -661,6 +666,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
     t0_ = std::chrono::steady_clock::now();
     timed_ = ns;
     unwinding_ = std::uncaught_exceptions();
+    ns->set_root_waits(k == Coll::bcast && !ns->own_cores());
   }
   // With ranks sharing cores the decider announces a run of calls of this size class at
   // once: what its choice would be for each of them while it records nothing new, up to
@@ -696,7 +702,12 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
                                         : n.coll_shm_path);
 }
 
+int bcast_decider(const CommImpl& c, NodeShared* ns, int root) {
+  return ns && !ns->own_cores() ? root : (root + 1) % c.size();
+}
+
 PathChoice::~PathChoice() {
+  if (timed_) timed_->set_root_waits(false);
   if (!timed_ || std::uncaught_exceptions() > unwinding_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   timed_->path_times(index_).record(path_, bytes_, s);
@@ -944,9 +955,10 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
   // The root copies each round into its chunk; the others copy it out, up to D rounds behind.
   std::optional<NodeShared::Call> call;  // only the root stores into chunks
   if (is_root) call.emplace(ns, c, NodeShared::Use::bcast, bytes);
+  std::uint64_t round = 0;
   for (std::size_t first = 0; first < bytes; first += ns.chunk()) {
     const std::size_t len = std::min(ns.chunk(), bytes - first);
-    const std::uint64_t round = ns.next_round();
+    round = ns.next_round();
     std::byte* chunk = ns.chunk_of(root, round);
     if (is_root) {
       ns.wait_chunk_free(c, round);
@@ -957,6 +969,7 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
     }
     ns.set_mark(c, NodeShared::mark(round, 3));
   }
+  if (is_root && ns.root_waits() && round > 0) ns.wait_mark(c, NodeShared::mark(round, 3));
 }
 
 namespace {
