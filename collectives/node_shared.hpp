@@ -43,16 +43,6 @@ NodeShared* node_shared(const detail::CommImpl& c);
 // rendezvous handshake then waits for a process switch) only the alltoall and the bcast
 // choose, between their node-shared and direct paths, above eager_threshold. Not when
 // RMP_<COLL>_ALGO forces an algorithm.
-// The rank that chooses a bcast's path (PathChoice's `decider`): the root where ranks share
-// cores, the rank after it otherwise. Where ranks share cores a reader's call says little of
-// what a path costs the others: through the chunks it often found them written already
-// (1.4-1.6 us calls among 20-60 us ones, 4 ranks on 2 cores, 64 KiB), where a direct read
-// costs at least one cross-memory copy, and it chose the chunks at 138 calls of 146 though a
-// round of bcast and barrier took 17.6 us with them and 11.9 direct. The root times a call
-// until every rank has its data, by either path (through the chunks it waits for the
-// readers in the calls it times).
-int bcast_decider(const detail::CommImpl& c, NodeShared* ns, int root);
-
 class PathChoice {
 public:
   // `ns`: the communicator's node-shared state when the call selected that path, else nullptr
@@ -77,6 +67,16 @@ private:
   int unwinding_ = 0;  // std::uncaught_exceptions() at construction
   std::chrono::steady_clock::time_point t0_{};
 };
+
+// The rank that chooses a bcast's path (PathChoice's `decider`): the root where ranks share
+// cores, the rank after it otherwise. Where ranks share cores a reader's call says little of
+// what a path costs the others: through the chunks it often found them written already
+// (1.4-1.6 us calls among 20-60 us ones, 4 ranks on 2 cores, 64 KiB), where a direct read
+// costs at least one cross-memory copy, and it chose the chunks at 138 calls of 146 though a
+// round of bcast and barrier took 17.6 us with them and 11.9 direct. The root times a call
+// until every rank has its data, by either path (through the chunks it waits for the
+// readers in the calls it times).
+int bcast_decider(const detail::CommImpl& c, NodeShared* ns, int root);
 
 void shm_barrier(const detail::CommImpl& c, NodeShared& ns);
 // `in` == nullptr: in place. Up to 4 KiB through the flag lines, beyond in chunks.

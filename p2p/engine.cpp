@@ -321,13 +321,11 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
   if (world == self_) ++c.msgs_self;
 
   EagerHeader e{0, comm.context(ch), tag, comm.rank()};
-  bool fits_eager;
-  if (picked >= 0) {  // send() asked the tuner
-    r->tuned = r->tune_honoured = true;
-    fits_eager = picked == 1;
-  } else {
-    fits_eager = tuned_send(ch, world, bytes, sync) ? pick_protocol(*r, bytes) : eager_size(bytes);
-  }
+  // A tuned send's protocol comes from the tuner (send() may have asked it already).
+  r->tuned = r->tune_honoured = picked >= 0 || tuned_send(ch, world, bytes, sync);
+  const bool fits_eager = !r->tuned     ? eager_size(bytes)
+                          : picked >= 0 ? picked == 1
+                                        : tune_pick(bytes);
   if (fits_eager && p.has_credit_for(bytes)) {
     p.credits -= credit_charge(bytes);
     const bool inl = bytes <= inline_threshold_;
@@ -424,12 +422,6 @@ void Engine::send_ack(int world, Am am, std::uint64_t sid) {
 // and told when each tuned send completes; it judges sends alone and streams of sends
 // (p2p/protocol_tuner.hpp). The clock is read only for tuned sends, and only where the tuner
 // uses the time.
-
-bool Engine::pick_protocol(RequestState& r, std::size_t bytes) {
-  r.tuned = true;
-  r.tune_honoured = true;
-  return tune_pick(bytes);
-}
 
 bool Engine::tune_pick(std::size_t bytes) {
   const p2p::ProtocolTuner::Pick pick =

@@ -275,8 +275,7 @@ private:
   bool tuned_send(p2p::Channel ch, int world, std::size_t bytes, bool sync) const {
     return tuner_ && ch == p2p::Channel::user && !sync && world != self_ && tuner_->tunes(bytes);
   }
-  bool pick_protocol(RequestState& r, std::size_t bytes);
-  bool tune_pick(std::size_t bytes);  // pick_protocol without a request (Engine::send)
+  bool tune_pick(std::size_t bytes);  // the tuner's protocol for a send of `bytes` (eager?)
   // isend whose tuned protocol send() already picked (`picked`: 1 eager, 0 rendezvous), or
   // that picks it (-1).
   RequestState* isend_as(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
