@@ -1,10 +1,9 @@
 // Bulk memory copy for the data paths: ring and chunk payloads, eager payloads into user
-// buffers. glibc 2.36 copies blocks from a few KiB up with `rep movsb`, which on AMD Zen
-// (this project's machines) drops from ~40 GB/s to ~1.8 GB/s when the destination lies a few
-// bytes above the source modulo 4 KiB — exactly a page-aligned shared chunk copied into a
-// malloc'd buffer at page + 16 (measured on this project's machine, one core, 128 KiB).
-// Vector loads and stores have no such cliff, so large copies go through AVX2 loads and stores (memcpy on CPUs without AVX2);
-// small ones stay with memcpy.
+// buffers. Large copies take `rep movsb` where this process found it free of the 4 KiB
+// aliasing cliff of earlier AMD Zen machines (~40 GB/s down to ~1.8 when the destination lies
+// a few bytes above the source modulo 4 KiB — exactly a page-aligned shared chunk copied into
+// a malloc'd buffer at page + 16), AVX2 loads and stores otherwise (copy.cpp says why and
+// how it tells); small ones stay with memcpy.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +13,12 @@
 namespace rmp::rt {
 
 void copy_large(void* dst, const void* src, std::size_t n);
+
+// The two kernels copy_large chooses between, each callable (tests run both on every
+// machine), and which one this process chose.
+void copy_large_vectors(void* dst, const void* src, std::size_t n);
+void copy_large_movsb(void* dst, const void* src, std::size_t n);
+bool copy_large_uses_movsb();
 
 // A copy whose destination another core reads next: streaming (non-temporal) stores, ordered
 // before anything the caller stores afterwards (no overlap).

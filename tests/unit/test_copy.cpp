@@ -1,6 +1,6 @@
-// copy_bytes (the data paths' memcpy without glibc's rep-movsb cliff), copy_streaming (the
-// same with non-temporal stores), copy_twice (one source, two destinations) and the shm copy
-// chooser (which mechanism serves a rendezvous get, from measured throughput).
+// copy_bytes (the data paths' memcpy, with `rep movsb` only where it has no 4 KiB cliff),
+// copy_streaming (the same with non-temporal stores), copy_twice (one source, two destinations) and
+// the shm copy chooser (which mechanism serves a rendezvous get, from measured throughput).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -61,6 +61,17 @@ TEST(CopyShort, EveryLengthItServes) {
 TEST(CopyBytes, ThresholdEdgesAndLarge) {
   for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
     check_copy(n);
+}
+
+// Both kernels of copy_large, whichever this machine chose (tests/unit runs on machines that
+// choose either).
+TEST(CopyLarge, BothKernels_SizesOffsetsAndLarge) {
+  for (CopyFn kernel : {rmp::rt::copy_large_vectors, rmp::rt::copy_large_movsb}) {
+    for (std::size_t n = 64; n <= 4200; n += 37) check_copy(n, kernel);
+    for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
+      check_copy(n, kernel);
+  }
+  RecordProperty("movsb", rmp::rt::copy_large_uses_movsb() ? "chosen" : "not chosen");
 }
 
 TEST(CopyStreaming, SizesOffsetsAndLarge) {
