@@ -24,8 +24,9 @@ bool copy_large_uses_movsb();
 // before anything the caller stores afterwards (no overlap).
 void copy_streaming(void* dst, const void* src, std::size_t n);
 
-// src into both a and b (no overlap among the three): one read of the source, as two copies
-// would read it twice. b's stores are streaming ones when asked (as copy_streaming).
+// src into both a and b (no overlap among the three): one read of the source with the loop,
+// two passes with `rep movsb` (cached stores where copy_large takes it: copy.cpp says why).
+// b's stores are streaming ones when asked (as copy_streaming).
 void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b);
 
 // The first and the last W bytes of n (W <= n <= 2W): together they cover all n, loaded
