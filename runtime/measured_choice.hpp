@@ -418,23 +418,27 @@ private:
   // first pass over a 1 MiB chunk ring, against 16-19 for the split copy and 12-14 for the
   // double copy once warm): re-measured only at the second or third turn of its size class,
   // 300-1000 gets in, it was not taken up within a benchmark's run (latency 19-25 us against
-  // 13.5-15 forced). Only for uses smaller than Pace::burst_bytes (when set), whose warm-up moves
-  // less than a pipeline warms up over: at 4 MiB, three early bursts of slower mechanisms cost a
-  // benchmark's run of ~100 gets 10-15 % of its latency. Nor for a mode whose warm-up ran at less
-  // than 1 / kWarmupBehind of the best's: the double copy's at 256 KiB with the cores near ran
-  // at 1.2-1.8 times the time of the best one's, with them far apart (where it stays slower) at
-  // 2-2.5, and early bursts of such modes cost 512 KiB ping-pongs 10 % there (interleaved, 7
-  // pairs); they wait for their turns.
+  // 13.5-15 forced). Any such mode only for uses smaller than Pace::burst_bytes (when set),
+  // whose warm-up moves less than a pipeline warms up over: at 4 MiB, three early bursts of
+  // slower mechanisms cost a benchmark's run of ~100 gets 10-15 % of its latency. Nor for a mode
+  // whose warm-up ran at less than 1 / kWarmupBehind of the best's: the double copy's at 256 KiB
+  // with the cores near ran at 1.2-1.8 times the time of the best one's, with them far apart (where
+  // it stays slower) at 2-2.5, and early bursts of such modes cost 512 KiB ping-pongs 10 % there
+  // (interleaved, 7 pairs); they wait for their turns. From Pace::burst_bytes on, only a mode whose
+  // warm-up came within the hysteresis of the best's is re-measured soon: there the warm-up ranks
+  // two close mechanisms by chance, and the one it put second waited for its turn, 256 gets away (1
+  // MiB gets, cores far apart, a ping-pong then a bandwidth window in one run: streaming stores
+  // into the chunks held at 31 GB/s on a warm-up of 31.2 against the split copy's 28.9, where the
+  // split copy runs at 36-43 in the windows; 3 runs of 6).
   static constexpr double kWarmupBehind = 2.0;
-  bool warmup_misleads(std::size_t bytes) const {
-    return pace_.rejudge_warmup && (pace_.burst_bytes == 0 || bytes < pace_.burst_bytes);
-  }
   int warmup_only(const Bucket& b, int best, std::size_t bytes) const {
-    if (!warmup_misleads(bytes)) return -1;
+    if (!pace_.rejudge_warmup) return -1;
+    const bool large = pace_.burst_bytes != 0 && bytes >= pace_.burst_bytes;
+    const double behind = large ? 1 + pace_.hysteresis : kWarmupBehind;
     int pick = -1;
     for (int m = 0; m < N; ++m)
       if (enabled(m) && m != best && b.samples[m] <= kWarmup && (b.remeasured >> m & 1) == 0 &&
-          b.rate[best] <= kWarmupBehind * b.rate[m] && (pick < 0 || b.rate[m] > b.rate[pick]))
+          b.rate[best] <= behind * b.rate[m] && (pick < 0 || b.rate[m] > b.rate[pick]))
         pick = m;
     return pick;
   }

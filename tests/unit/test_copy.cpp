@@ -280,6 +280,28 @@ TEST(CopyChooser, WarmUpOnlyModesAreReMeasuredFirst) {
                           << uses[3];
 }
 
+// From burst_bytes (1 MiB) on, the warm-up of two close mechanisms ranks them by chance: the
+// one it put second, within the hysteresis, is re-measured soon and takes over once faster
+// (1 MiB gets: streaming stores' warm-up at 31.2 GB/s against the split copy's 28.9, which
+// runs at 40 once past it). One well behind in its warm-up waits for its turn: at 4 MiB early
+// bursts of slower mechanisms cost a benchmark's run of ~100 gets 10-15 % of its latency.
+TEST(CopyChooser, LargeGets_CloseWarmUpIsReMeasuredSoon_FarOneWaits) {
+  CopyChooser close;
+  const auto uses = run_with(close, 1 << 20, 120, [](Mode m, const std::vector<int>& u) {
+    return FakeRates{14e9, 26e9, u[2] <= 4 ? 28.9e9 : 40e9, 31.2e9}.of(m);
+  });
+  EXPECT_GT(uses[2], 70) << "single " << uses[0] << ", chunks " << uses[1] << ", streaming "
+                         << uses[3];
+  // The same, the split copy's warm-up at 0.7 of the streaming stores': not re-measured
+  // within these 120 gets (its first turn comes later), so streaming serves them.
+  CopyChooser far;
+  const auto kept = run_with(far, 4 << 20, 120, [](Mode m, const std::vector<int>& u) {
+    return FakeRates{14e9, 26e9, u[2] <= 4 ? 21.8e9 : 40e9, 31.2e9}.of(m);
+  });
+  EXPECT_LE(kept[2], 4 + 1) << "split " << kept[2] << ", streaming " << kept[3];
+  EXPECT_GT(kept[3], 100) << "split " << kept[2] << ", streaming " << kept[3];
+}
+
 // With Pace::rejudge_warmup and no burst_bytes, a mode known from its warm-up alone is
 // re-measured soon at any size: the node-shared collectives' path choice, whose point-to-point
 // path warms up its own copy chooser during its first calls (bcast of 4 MiB, two ranks: 560-790
