@@ -13,6 +13,7 @@
 
 #include <rmp/rmp.hpp>
 
+#include "runtime/copy.hpp"
 #include "runtime/log.hpp"
 #include "runtime/spin.hpp"
 #include "runtime/stats_path.hpp"
@@ -234,11 +235,15 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     for (int peer = 0; peer < id().size; ++peer)
       if (peer != id().rank && !endpoints_[static_cast<std::size_t>(peer)]) connect(peer);
   if (settings_.print_params && id().rank == 0) {
-    std::string t = "shm calibration: " +
-                    (calibration_.figures ? std::string("measured")
-                                          : "declared figures (" + calibration_.reason + ")") +
-                    ", " + std::to_string(static_cast<long>(calibration_.took_us)) + " us\n" +
-                    format_params(params_, false);
+    std::string t =
+        "shm calibration: " +
+        (calibration_.figures ? std::string("measured")
+                              : "declared figures (" + calibration_.reason + ")") +
+        ", " + std::to_string(static_cast<long>(calibration_.took_us)) + " us\n" +
+        // Which kernel rank 0's large copies take (runtime/copy.cpp times both).
+        "data copies: " +
+        (copy_large_uses_movsb() ? "rep movsb (no 4 KiB aliasing cliff measured)" : "vector loop") +
+        "\n" + format_params(params_, false);
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
   }
