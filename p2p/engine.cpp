@@ -46,7 +46,8 @@ std::string truncate_message(int src, int tag, std::size_t msg, std::size_t cap)
 bool measured_or_set(const rt::ParamSet& set, std::string_view knob) {
   for (const ParamInfo& row : set.rows)
     if (row.name == knob)
-      return row.source == "calibrated" || row.source == "env" || row.source == "cli";
+      for (const rt::Source s : {rt::Source::calibrated, rt::Source::env, rt::Source::cli})
+        if (row.source == rt::source_name(s)) return true;
   return false;
 }
 
