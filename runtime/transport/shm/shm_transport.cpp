@@ -291,9 +291,8 @@ public:
     return k;
   }
   std::vector<std::byte> address() const override {
-    ShmAddress a{id_.node_id,      id_.local_rank,  static_cast<std::int32_t>(::getpid()),
-                 id_.rank,         cfg_.ring_lines, cfg_.data_bytes,
-                 seg_chunk_bytes_, seg_nchunks_};
+    ShmAddress a{id_.node_id,     id_.local_rank,   pid_,        id_.rank, cfg_.ring_lines,
+                 cfg_.data_bytes, seg_chunk_bytes_, seg_nchunks_};
     std::vector<std::byte> v(sizeof a);
     std::memcpy(v.data(), &a, sizeof a);
     return v;
@@ -301,9 +300,8 @@ public:
   Endpoint* connect(int peer, std::span<const std::byte> peer_address) override;
   RemoteKey register_memory(std::span<const std::byte>) override {
     RemoteKey k;
-    std::int32_t pid = ::getpid();
-    k.len = sizeof pid;
-    std::memcpy(k.bytes.data(), &pid, sizeof pid);
+    k.len = sizeof pid_;
+    std::memcpy(k.bytes.data(), &pid_, sizeof pid_);
     return k;
   }
   void deregister_memory(std::span<const std::byte>, const RemoteKey&) override {}
@@ -382,6 +380,9 @@ private:
 
   JobIdentity id_;
   ShmConfig cfg_;
+  // Read once: getpid() is a system call (glibc caches no pid), ~1 us on a VM whose kernel
+  // entries are dear, and register_memory runs once a rendezvous send.
+  const std::int32_t pid_ = static_cast<std::int32_t>(::getpid());
   // Eager payload stores under RMP_SHM_COPY (shm_may_stream): measured under auto, streaming
   // when forced so, cached under the other forced mechanisms.
   EagerStores::Force eager_stores_;
@@ -1017,7 +1018,7 @@ Endpoint* ShmTransport::connect(int peer, std::span<const std::byte> peer_addres
     h->dir_off[1] = hdr_size + d.size;
     h->world[my_dir] = id_.rank;
     h->world[1 - my_dir] = peer;
-    h->pid[my_dir] = ::getpid();
+    h->pid[my_dir] = pid_;
     h->pid[1 - my_dir] = a.pid;
     h->mapped.store(1, std::memory_order_relaxed);
     h->ready.store(1, std::memory_order_release);
