@@ -243,6 +243,32 @@ TEST(CopyChooser, SizeClassesAreIndependent) {
   EXPECT_GT(small[1], 400);
 }
 
+// Gets alone (a ping-pong's) and gets in a stream (a window's) are chosen apart: alone the
+// streaming chunks are fastest here, in a stream the split copy, and a ping-pong of a size
+// followed by windows of it (a benchmark's latency, then bandwidth test) leaves each its own.
+TEST(CopyChooser, GetsAloneAndInAStreamAreChosenApart) {
+  CopyChooser c;
+  const std::size_t bytes = 1 << 20;
+  const FakeRates alone{12e9, 20e9, 14e9, 24e9}, stream{16e9, 24e9, 45e9, 28e9};
+  auto step = [&](bool is_alone, std::vector<int>& uses) {
+    const Mode m = c.choose(bytes, is_alone);
+    ++uses[static_cast<int>(m)];
+    const double rate = (is_alone ? alone : stream).of(m);
+    c.record(m, bytes, static_cast<double>(bytes) / rate, is_alone);
+  };
+  std::vector<int> pingpong(CopyChooser::kModes), windows(CopyChooser::kModes);
+  for (int i = 0; i < 2000; ++i) step(true, pingpong);
+  for (int i = 0; i < 2000; ++i) step(false, windows);
+  EXPECT_GE(pingpong[static_cast<int>(Mode::streaming)], 1800);
+  EXPECT_GE(windows[static_cast<int>(Mode::split)], 1800) << "not the ping-pong's streaming";
+  // Interleaved (a window's gets among ping-pongs of the same size), neither moves.
+  std::vector<int> a(CopyChooser::kModes), s(CopyChooser::kModes);
+  for (int i = 0; i < 4000; ++i) step(i % 4 == 0, i % 4 == 0 ? a : s);
+  EXPECT_GE(a[static_cast<int>(Mode::streaming)], 900);
+  EXPECT_GE(s[static_cast<int>(Mode::split)], 2800);
+  EXPECT_DOUBLE_EQ(c.rate(Mode::split, bytes, false), 45e9);
+}
+
 // The first uses of a mechanism fault pages in and find caches cold; one such use must not
 // make the faster mechanism lose for hundreds of uses after.
 TEST(CopyChooser, ColdFirstUsesDoNotHideTheFastest) {

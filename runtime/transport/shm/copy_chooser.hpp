@@ -37,24 +37,41 @@ public:
   // machine slows down for a while now and then). Until the first get ends the split copy
   // serves (Pace::initial): in both placements it measured among the fastest here.
   explicit CopyChooser(unsigned enabled = 0b1111)
-      : choice_(enabled, {.period = 256,
-                          .burst = 4,
-                          .hysteresis = 0.10,
-                          .burst_bytes = 1 << 20,
-                          .rejudge_warmup = true,
-                          .initial = enabled >> static_cast<int>(Mode::split) & 1
-                                         ? static_cast<int>(Mode::split)
-                                         : -1,
-                          .judge_alike = true}) {}
+      : choice_(enabled, pace(enabled)), alone_(enabled, pace(enabled)) {}
 
-  Mode choose(std::size_t bytes) { return static_cast<Mode>(choice_.choose(bytes)); }
-  void record(Mode mode, std::size_t bytes, double seconds) {
-    choice_.record(static_cast<int>(mode), bytes, seconds);
+  // `alone`: a get that found no other get of the pair running or waiting, and whose
+  // predecessor found none either (a ping-pong's; ShmEndpoint::get), chosen and judged apart
+  // from gets in a stream: alone, a chunked get is cut into pieces that pipeline within it,
+  // in a stream whole steps overlap the gets around them and split copies go in batches, and
+  // the faster mechanism differs (1 MiB gets, cores far apart: ping-pong 47 us with streaming
+  // stores into the chunks against 70 split; bandwidth windows 29 GB/s against 39, and 47-50
+  // split once a rendezvous send no longer cost a system call). With one choice for both, a
+  // benchmark's ping-pong of a size left its mechanism to the bandwidth windows that followed
+  // (latency then bandwidth in one run, 4 interleaved pairs far: bandwidth 512 KiB 1.50x,
+  // 1 MiB 1.08-1.58x, 4 MiB 1.00-1.08x apart; latency alike within the noise).
+  Mode choose(std::size_t bytes, bool alone = false) {
+    return static_cast<Mode>(of(alone).choose(bytes));
   }
-  double rate(Mode mode, std::size_t bytes) { return choice_.rate(static_cast<int>(mode), bytes); }
+  void record(Mode mode, std::size_t bytes, double seconds, bool alone = false) {
+    of(alone).record(static_cast<int>(mode), bytes, seconds);
+  }
+  double rate(Mode mode, std::size_t bytes, bool alone = false) {
+    return of(alone).rate(static_cast<int>(mode), bytes);
+  }
 
 private:
-  MeasuredChoice<kModes> choice_;
+  static MeasuredChoice<kModes>::Pace pace(unsigned enabled) {
+    return {.period = 256,
+            .burst = 4,
+            .hysteresis = 0.10,
+            .burst_bytes = 1 << 20,
+            .rejudge_warmup = true,
+            .initial =
+                enabled >> static_cast<int>(Mode::split) & 1 ? static_cast<int>(Mode::split) : -1,
+            .judge_alike = true};
+  }
+  MeasuredChoice<kModes>& of(bool alone) { return alone ? alone_ : choice_; }
+  MeasuredChoice<kModes> choice_, alone_;
 };
 
 }  // namespace rmp::rt::shm

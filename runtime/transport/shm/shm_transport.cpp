@@ -130,6 +130,7 @@ struct GetJob {
   std::uint64_t remote = 0;  // split gets: the owner's address
   CopyChooser::Mode mode = CopyChooser::Mode::chunks;  // chunked gets: chunks or streaming
   bool for_chooser = true;  // not while the peer reads from us too (ShmEndpoint::get)
+  bool alone = false;       // no other get of the pair in flight or waiting (CopyChooser)
 };
 struct ServeJob {
   const std::byte* src;
@@ -159,6 +160,7 @@ struct CmaJob {
   class ShmEndpoint* ep;
   Clock::time_point posted{};
   bool for_chooser = true;  // a get whose time the copy chooser hears of
+  bool alone = false;       // chosen as a get alone (CopyChooser)
 };
 
 // A transport-internal message waiting for ring space; payload points to memory that stays
@@ -199,13 +201,13 @@ public:
            !waiting_.empty();
   }
   void start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote, Completion* done,
-                       bool streaming = false);
+                       bool streaming = false, bool alone = false);
   // A get of len bytes posted at `posted` completed now by mechanism m: tell the chooser the
   // throughput the stream of gets saw (from when this one could start — posted, or the
   // previous get's end — to now, so waiting for the peer counts for every mechanism alike).
   // Returns the seconds it measured.
   double record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
-                    bool for_chooser = true);
+                    bool for_chooser = true, bool alone = false);
   // The same for the first k of `jobs`, which ran together and ended now: each is told its
   // share, by bytes, of the time from when the first could start.
   void record_batch(CopyChooser::Mode m, const std::deque<GetJob>& jobs, std::size_t k);
@@ -239,6 +241,7 @@ private:
   std::uint64_t consumed_ = 0, produced_cache_ = 0;  // as requester (in_chunks_), in bytes
   std::deque<GetJob> gets_;
   Clock::time_point last_get_done_{};  // end of the previous get, any mechanism
+  bool last_get_idle_ = true;          // the previous get found no other get running or waiting
   // Gets of one copy mechanism at a time: a get whose mechanism differs from that of the gets
   // running waits (in order, with the gets posted after it) until they have ended. Run side by
   // side, the mechanisms shared the cores and each get's time counted the others' work: the
@@ -310,7 +313,7 @@ public:
   // Used by endpoints.
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
-  CopyChooser::Mode copy_mode(std::size_t len) {
+  CopyChooser::Mode copy_mode(std::size_t len, bool alone = false) {
     switch (cfg_.copy) {
       case ShmConfig::Copy::single:
       case ShmConfig::Copy::split:
@@ -321,7 +324,7 @@ public:
       case ShmConfig::Copy::streaming:
         return CopyChooser::Mode::streaming;
       case ShmConfig::Copy::automatic:
-        return cma_ok_ ? chooser_.choose(len) : chunk_chooser_.choose(len);
+        return cma_ok_ ? chooser_.choose(len, alone) : chunk_chooser_.choose(len, alone);
     }
     return CopyChooser::Mode::chunks;
   }
@@ -337,9 +340,9 @@ public:
   static std::size_t split_piece(std::size_t len) {
     return len < 2 * kSplitMinPiece ? len : round_up((len + 1) / 2, kPage);
   }
-  void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took) {
+  void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took, bool alone) {
     (cma_ok_ ? chooser_ : chunk_chooser_)
-        .record(m, bytes, std::chrono::duration<double>(took).count());
+        .record(m, bytes, std::chrono::duration<double>(took).count(), alone);
   }
   // True when `err` says cross-memory attach is forbidden here (ptrace rules); the transport
   // then copies through shared chunks from now on.
@@ -460,7 +463,7 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
 }
 
 void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
-                                  Completion* done, bool streaming) {
+                                  Completion* done, bool streaming, bool alone_for_chooser) {
   // The pair holds chunks at least as large as this rank asked for (ShmTransport::connect); the
   // clamp only guards against a pair laid out otherwise.
   GetTuner::Pick tune = t_.get_tuner().pick(len);
@@ -495,7 +498,8 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
   GetRequest req{remote, len, static_cast<std::uint32_t>(fragment),
                  static_cast<std::uint32_t>(depth), streaming ? 1u : 0u};
   gets_.push_back({dst, len, 0, done, Clock::now(), fragment, tune, 0,
-                   streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks});
+                   streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks, true,
+                   alone_for_chooser});
   send_ctl(kAmGetReq, std::as_bytes(std::span(&req, 1)), {}, nullptr);
   t_.mark_busy(this);
   ++t_.counters().shm_gets_chunks;
@@ -518,6 +522,14 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
   // OpenMPI).
   const bool own_direction = t_.automatic_copy() && t_.cma_ok() &&
                              (both_ways || peer_reading_->load(std::memory_order_relaxed) > 0);
+  // Alone: nothing of the pair's running or waiting, and the get before found it so too. A
+  // bandwidth window's first get finds the pair idle, but follows the last window's gets,
+  // which had company: chosen as one alone (streaming chunks where the window's gets went
+  // split), it ran by itself while the rest of its window waited for it (1 MiB windows 3-5 %
+  // slower).
+  const bool idle = gets_running_ == 0 && waiting_.empty();
+  const bool alone = idle && last_get_idle_;
+  last_get_idle_ = idle;
   GetJob j{local.data(),
            local.size(),
            0,
@@ -526,8 +538,9 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
            0,
            {},
            remote_addr,
-           own_direction ? CopyChooser::Mode::single : t_.copy_mode(local.size()),
-           !own_direction};
+           own_direction ? CopyChooser::Mode::single : t_.copy_mode(local.size(), alone),
+           !own_direction,
+           alone};
   if (!waiting_.empty() || (gets_running_ > 0 && !same_queue(j.mode, running_mode_))) {
     waiting_.push_back(j);
     t_.mark_busy(this);
@@ -543,11 +556,13 @@ void ShmEndpoint::start_get(const GetJob& j) {
   set_gets_running(gets_running_ + 1);
   switch (j.mode) {
     case CopyChooser::Mode::single:
-      t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.for_chooser});
+      t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.for_chooser,
+                  j.alone});
       break;
     case CopyChooser::Mode::chunks:
     case CopyChooser::Mode::streaming:
-      start_chunk_get(j.dst, j.len, j.remote, j.done, j.mode == CopyChooser::Mode::streaming);
+      start_chunk_get(j.dst, j.len, j.remote, j.done, j.mode == CopyChooser::Mode::streaming,
+                      j.alone);
       break;
     case CopyChooser::Mode::split:
       splits_.push_back(j);
@@ -637,12 +652,12 @@ TStatus ShmEndpoint::put(std::span<const std::byte> local, std::uint64_t remote_
 }
 
 double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
-                               bool for_chooser) {
+                               bool for_chooser, bool alone) {
   const Clock::time_point now = Clock::now();
   const Clock::duration took = now - std::max(posted, last_get_done_);
   // (The chooser itself leaves out the first get after a change of mechanism, which found
   // the pipeline empty.)
-  if (for_chooser) t_.record_copy(m, len, took);
+  if (for_chooser) t_.record_copy(m, len, took, alone);
   last_get_done_ = now;
   get_ended();
   return std::chrono::duration<double>(took).count();
@@ -658,7 +673,8 @@ void ShmEndpoint::record_batch(CopyChooser::Mode m, const std::deque<GetJob>& jo
     const double share = total ? static_cast<double>(jobs[i].len) / static_cast<double>(total)
                                : 1.0 / static_cast<double>(k);
     if (jobs[i].for_chooser)
-      t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share));
+      t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share),
+                     jobs[i].alone);
     get_ended();
   }
   last_get_done_ = now;
@@ -724,7 +740,7 @@ int ShmEndpoint::drain_chunks() {
       // A get the tuner explored with another geometry says nothing of how fast the chunk
       // copy is with the tuner's current one: the copy chooser does not hear of it (a burst of
       // such gets otherwise made the chunks look slow and the chooser leave them).
-      const double seconds = record_get(j.mode, j.len, j.posted, !j.tune.explore);
+      const double seconds = record_get(j.mode, j.len, j.posted, !j.tune.explore, j.alone);
       if (j.tune.tuned && t_.get_tuner().observe(j.len, j.tune.setting, seconds))
         ++t_.counters().tune_moves;
       t_.complete_later(j.done, TStatus::ok);
@@ -1085,7 +1101,7 @@ int ShmTransport::run_cma() {
              " failed: " + std::strerror(err));
     if (!j.write) j.ep->get_ended();
   } else if (!j.write) {
-    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, j.for_chooser);
+    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, j.for_chooser, j.alone);
     ++c_.shm_gets_single;
     if (!j.for_chooser) ++c_.shm_gets_both_ways;
     ++c_.rndv_fragments;
