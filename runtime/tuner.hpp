@@ -64,6 +64,11 @@ public:
     std::uint32_t period = kExplorePeriod;
     bool skip_edges = true;  // the first use of a burst, and of the current setting after one
     std::uint32_t first = kExplorePeriod;  // the use of a bucket that first explores
+    // > 1: nothing is explored until the current setting's last two judged costs lie within
+    // this factor of each other (0: no such wait). A candidate is judged against the latest
+    // cost before it, and one judged against a run's first, still falling costs looks better
+    // than it is (p2p/protocol_tuner.hpp).
+    double settled = 0;
   };
 
   // Power-of-two bucket of a size: sizes in (2^(b-1), 2^b] share bucket b (0 → 0, 1 → 0), so
@@ -102,7 +107,8 @@ public:
       --b.burst_left;
       return {b.candidate, true};
     }
-    if (b.uses < b.next_explore || b.now.count < pace_.window) return {b.current, false};
+    if (b.uses < b.next_explore || b.now.count < pace_.window || !settled(b))
+      return {b.current, false};
     b.next_explore = b.uses + explore_period_of(b);  // (again from the judgement, below)
     if (!b.has_candidate && !pick_candidate(b)) return {b.current, false};
     ++explorations_;
@@ -124,6 +130,7 @@ public:
         return false;
       }
       b.now.add(cost);
+      b.before_latest = b.latest;
       b.latest = cost;
       return false;
     }
@@ -154,6 +161,7 @@ public:
       b.current = b.candidate;
       b.now = Window{};  // the new setting's own costs start the next comparisons
       b.latest = 0;
+      b.before_latest = 0;
       ++moves_;
       b.losses = 0;
       b.backoff = 0;
@@ -250,6 +258,7 @@ private:
     Setting left{};                      // the setting of before the last move (has_left)
     bool has_left = false;
     double latest = 0;  // the current setting's latest cost
+    double before_latest = 0;  // and the one before it (0: none since the last move)
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
   };
 
@@ -271,6 +280,14 @@ private:
     b.burst_left = 0;
     b.unjudged_cand = 0;
     b.cand_pending = 0;
+  }
+
+  // Whether the current setting's costs have settled (Pace::settled).
+  bool settled(const Bucket& b) const {
+    if (pace_.settled <= 1) return true;
+    if (b.before_latest <= 0 || b.latest <= 0) return false;
+    const double r = b.latest / b.before_latest;
+    return r <= pace_.settled && r * pace_.settled >= 1;
   }
 
   std::uint64_t explore_period_of(const Bucket& b) const {

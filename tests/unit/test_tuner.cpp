@@ -146,6 +146,39 @@ TEST(Tuner, StreamPace_SingleObservations_ReachOptimumAndStay) {
   EXPECT_EQ(zero.current(bucket)[0], 1) << "clamped to a pace that still judges";
 }
 
+// A run's first streams are slow while pages and caches warm up (the current setting's cost
+// falls 8, 5, 3, 1.6 to a steady 1.0): the stream pace explores only once two of the current
+// setting's costs in a row lie within 1.25x of each other, so that the neighbour (a steady
+// 1.2) is judged against a settled cost and loses. Without that wait it was judged at the
+// third use against a warm-up cost, and moved.
+TEST(Tuner, StreamPace_WaitsForSettledCostsBeforeExploring) {
+  const std::size_t bucket = HillTuner::bucket_of(16 * 1024);
+  const std::array<double, 4> warm_up{8, 5, 3, 1.6};
+  auto run = [&](HillTuner::Pace pace) {
+    HillTuner t({2, 1, 1}, pace);
+    t.enable(bucket, {1, 0, 0});
+    std::size_t current_uses = 0;
+    std::uint64_t first_exploration = 0;
+    for (std::uint64_t i = 1; i <= 60; ++i) {
+      const HillTuner::Choice c = t.choose(bucket);
+      if (c.explore && first_exploration == 0) first_exploration = i;
+      const double cost = c.setting[0] == 0               ? 1.2
+                          : current_uses < warm_up.size() ? warm_up[current_uses]
+                                                          : 1.0;
+      current_uses += c.setting[0] == 1;
+      t.observe(bucket, c.setting, cost);
+    }
+    return std::pair{t.moves(), first_exploration};
+  };
+  const auto [moves, first] = run(rmp::p2p::ProtocolTuner::kStreamPace);
+  EXPECT_EQ(moves, 0u) << "judged against a warm-up cost";
+  EXPECT_GT(first, 5u) << "explored before the costs settled";
+  EXPECT_LT(first, 10u) << "explored late";
+  HillTuner::Pace eager_pace = rmp::p2p::ProtocolTuner::kStreamPace;
+  eager_pace.settled = 0;
+  EXPECT_GE(run(eager_pace).first, 1u) << "without the wait it moves (the test's premise)";
+}
+
 // When the default is already the optimum, exploring is pure cost: it must stay within 10 %
 // of the default on average (DESIGN §5's bound for a tuner that explores).
 TEST(Tuner, StartAtOptimum_ExplorationCostsUnderTenPercent) {
@@ -615,12 +648,25 @@ TEST(ProtocolTuner, SendsAloneAboveTwiceTheThreshold_KeepTheStaticRule) {
   auto cost = [](bool eager) -> std::int64_t { return eager ? 5000 : 7500; };
   while (windows < 40 && !send_window(t, size, 64, clock, cost)) ++windows;
   EXPECT_LT(windows, 16) << "windows before the stream moved to eager";
-  // Buckets up to 2 x eager_threshold tune their sends alone: (16 KiB, 32 KiB] moves to a
-  // faster rendezvous.
+  // Buckets that begin below 2 x eager_threshold tune their sends alone: (16 KiB, 32 KiB]
+  // moves to a faster rendezvous.
   const PingPong below = ping_pong(
       t, 30000, clock, 8 * kUsesPerWindow, [](bool eager) { return eager ? 1000 : 2500; },
       [](bool eager) { return eager ? 9000 : 3000; }, true);
   EXPECT_EQ(below.moves, 1);
+}
+
+// The bucket that holds 2 x eager_threshold (here (32 KiB, 64 KiB] with eager_threshold
+// 30000, the declared figures' value) tunes its sends alone: a 64 KiB ping-pong, rendezvous
+// by the static rule, moves to a faster eager.
+TEST(ProtocolTuner, SendsAloneInTheBucketOfTwiceTheThreshold_Tune) {
+  p2p::ProtocolTuner t(44, 30000, 262144);
+  std::int64_t clock = 0;
+  const PingPong r = ping_pong(
+      t, 65536, clock, 8 * kUsesPerWindow, [](bool eager) { return eager ? 1000 : 2500; },
+      [](bool eager) { return eager ? 4300 : 5000; }, true);
+  EXPECT_EQ(r.moves, 1);
+  EXPECT_FALSE(send_alone(t, 131072, clock)) << "(64 KiB, 128 KiB]: the static rule";
 }
 
 // A stream on rendezvous whose windows hold more than the receiver's eager credit never
