@@ -62,7 +62,7 @@ struct Engine::Unexpected {
   EagerHeader h{};
   std::uint64_t sid = 0;
   // eager: the payload, copied out of the transport's buffer
-  std::unique_ptr<std::byte[]> data;
+  p2p::BufferCache::Buffer data;
   std::size_t size = 0;
   // rendezvous
   RtsHeader rts{};
@@ -461,10 +461,11 @@ RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, st
     } else {
       rt::Counters& c = ctx_.counters();
       c.unexpected_eager_bytes -= u->size;
-      deliver_eager(r, u->peer, u->h, std::span(u->data.get(), u->size), u->kind == Am::eager_sync,
-                    u->sid);
+      deliver_eager(r, u->peer, u->h, std::span(u->data.data.get(), u->size),
+                    u->kind == Am::eager_sync, u->sid);
     }
-    u->data.reset();
+    unexpected_buffers_.give(std::move(u->data));
+    u->data = {};
     unexpected_free_.push_back(u);
     return r;
   }
@@ -575,8 +576,8 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
       u->sid = h.sid;
       u->size = payload.size();
       if (!payload.empty()) {
-        u->data.reset(new std::byte[payload.size()]);
-        rt::copy_bytes(u->data.get(), payload.data(), payload.size());
+        u->data = unexpected_buffers_.take(payload.size());
+        rt::copy_bytes(u->data.data.get(), payload.data(), payload.size());
       }
       c.unexpected_eager_bytes += payload.size();
       c.unexpected_eager_bytes_peak =

@@ -16,6 +16,7 @@
 #include <rmp/rmp.hpp>
 
 #include "p2p/activity.hpp"
+#include "p2p/buffer_cache.hpp"
 #include "p2p/protocol_tuner.hpp"
 #include "p2p/wire.hpp"
 #include "runtime/context.hpp"
@@ -297,6 +298,9 @@ private:
   std::vector<RequestState*> free_;
   std::vector<std::unique_ptr<Unexpected>> unexpected_pool_;
   std::vector<Unexpected*> unexpected_free_;
+  // Their payloads' buffers, reused: the bytes unexpected at once are bounded by the credit a
+  // rank grants each sender, the buffers kept by 8 MiB.
+  p2p::BufferCache unexpected_buffers_{std::size_t{8} << 20};
   std::size_t outstanding_sends_ = 0;
   std::size_t unexpected_now_ = 0;
   std::vector<RequestState*> activities_;
