@@ -179,6 +179,29 @@ TEST(Tuner, StreamPace_WaitsForSettledCostsBeforeExploring) {
   EXPECT_GE(run(eager_pace).first, 1u) << "without the wait it moves (the test's premise)";
 }
 
+// The stream pace judges one window of a burst; when the burst's first window (unjudged: it
+// pays the transport's warm-up) was far worse too, the neighbour backs off at once to the
+// longest period. A burst whose first window was not far worse backs off one step.
+TEST(Tuner, StreamPace_WholeBurstFarWorse_BacksOffToTheLongestPeriod) {
+  const std::size_t bucket = HillTuner::bucket_of(16 * 1024);
+  auto after_one_burst = [&](double first, double second) {
+    HillTuner t({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
+    t.enable(bucket, {1, 0, 0});
+    int judged = 0;
+    for (int i = 0; i < 40 && judged < 2; ++i) {
+      const HillTuner::Choice c = t.choose(bucket);
+      double cost = 1.0;
+      if (c.explore) cost = judged++ == 0 ? first : second;
+      t.observe(bucket, c.setting, cost);
+    }
+    return t.explore_period(bucket);
+  };
+  const std::uint64_t period = rmp::p2p::ProtocolTuner::kStreamPace.period;
+  EXPECT_EQ(after_one_burst(4.0, 2.6), period << HillTuner::kMaxBackoff);
+  EXPECT_EQ(after_one_burst(1.9, 2.6), period << 1) << "first window not far worse";
+  EXPECT_EQ(after_one_burst(4.0, 1.7), period << 1) << "judged window only clearly worse";
+}
+
 // When the default is already the optimum, exploring is pure cost: it must stay within 10 %
 // of the default on average (DESIGN §5's bound for a tuner that explores).
 TEST(Tuner, StartAtOptimum_ExplorationCostsUnderTenPercent) {
@@ -299,10 +322,10 @@ TEST(Tuner, ClearlyBetterNeighbour_MovesAfterOneBurst) {
 }
 
 // The stream tuner's pace (one observation a window, bursts of two whose second is judged):
-// one window 3.5 x the current's (a receiver descheduled) loses, but does not back exploring
-// off to the longest period: the next burst comes a doubled period after the first (uses 3
-// and 4) was judged, at use 4 + 16 = 20 (counted as multiples of the period it came at use
-// 16).
+// one window 3.5 x the current's (a receiver descheduled; the burst's first window at 1.2 x)
+// loses, but does not back exploring off to the longest period: the next burst comes a
+// doubled period after the first (uses 3 and 4) was judged, at use 4 + 16 = 20 (counted as
+// multiples of the period it came at use 16).
 TEST(Tuner, StreamPace_OneFarWorseWindow_BacksOffOnce) {
   HillTuner t({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
   const std::size_t bucket = HillTuner::bucket_of(64 * 1024);
@@ -312,7 +335,8 @@ TEST(Tuner, StreamPace_OneFarWorseWindow_BacksOffOnce) {
   for (int use = 1; use <= 40; ++use) {
     const HillTuner::Choice c = t.choose(bucket);
     if (c.explore) explored_at.push_back(use);
-    t.observe(bucket, c.setting, c.setting == rndv ? 1.0 : 3.5);
+    const bool burst_start = c.explore && (explored_at.size() % 2 == 1);
+    t.observe(bucket, c.setting, c.setting == rndv ? 1.0 : burst_start ? 1.2 : 3.5);
     if (use == 4) {
       EXPECT_EQ(t.explore_period(bucket), 16u);
     }
