@@ -130,7 +130,7 @@ struct GetJob {
   std::uint64_t remote = 0;  // split gets: the owner's address
   CopyChooser::Mode mode = CopyChooser::Mode::chunks;  // chunked gets: chunks or streaming
   bool for_chooser = true;  // not while the peer reads from us too (ShmEndpoint::get)
-  bool alone = false;       // no other get of the pair in flight or waiting (CopyChooser)
+  bool alone = false;       // chosen as a get alone (ShmEndpoint::get, CopyChooser)
 };
 struct ServeJob {
   const std::byte* src;
@@ -201,7 +201,7 @@ public:
            !waiting_.empty();
   }
   void start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote, Completion* done,
-                       bool streaming = false, bool alone = false);
+                       bool streaming = false, bool alone_for_chooser = false);
   // A get of len bytes posted at `posted` completed now by mechanism m: tell the chooser the
   // throughput the stream of gets saw (from when this one could start — posted, or the
   // previous get's end — to now, so waiting for the peer counts for every mechanism alike).
