@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <thread>
+#include <utility>
 
 #include "p2p/match.hpp"
 #include "p2p/wire.hpp"
@@ -464,8 +465,7 @@ RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, st
       deliver_eager(r, u->peer, u->h, std::span(u->data.data.get(), u->size),
                     u->kind == Am::eager_sync, u->sid);
     }
-    unexpected_buffers_.give(std::move(u->data));
-    u->data = {};
+    unexpected_buffers_.give(std::exchange(u->data, {}));
     unexpected_free_.push_back(u);
     return r;
   }
