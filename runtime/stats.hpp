@@ -31,7 +31,7 @@ struct Counters {
                                           // owner could not write, the requester alone)
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_gets_waited = 0;      // gets that waited for another mechanism's to end
-  std::uint64_t shm_gets_both_ways = 0;   // of shm_gets_single, started while the peer read from us
+  std::uint64_t shm_gets_both_ways = 0;   // gets started with traffic both ways (RMP_SHM_COPY=auto)
   std::uint64_t shm_eager_streamed = 0;   // eager payloads stored with streaming stores
   std::uint64_t shm_eager_timed = 0;      // eager payloads timed for the store choice
   std::uint64_t shm_segments = 0;         // pair segments this rank mapped

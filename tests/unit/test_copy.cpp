@@ -246,27 +246,64 @@ TEST(CopyChooser, SizeClassesAreIndependent) {
 // Gets alone (a ping-pong's) and gets in a stream (a window's) are chosen apart: alone the
 // streaming chunks are fastest here, in a stream the split copy, and a ping-pong of a size
 // followed by windows of it (a benchmark's latency, then bandwidth test) leaves each its own.
-TEST(CopyChooser, GetsAloneAndInAStreamAreChosenApart) {
+TEST(CopyChooser, GetsAloneInAStreamAndBothWaysAreChosenApart) {
+  using Traffic = CopyChooser::Traffic;
   CopyChooser c;
   const std::size_t bytes = 1 << 20;
-  const FakeRates alone{12e9, 20e9, 14e9, 24e9}, stream{16e9, 24e9, 45e9, 28e9};
-  auto step = [&](bool is_alone, std::vector<int>& uses) {
-    const Mode m = c.choose(bytes, is_alone);
-    ++uses[static_cast<int>(m)];
-    const double rate = (is_alone ? alone : stream).of(m);
-    c.record(m, bytes, static_cast<double>(bytes) / rate, is_alone);
+  const FakeRates alone{12e9, 20e9, 14e9, 24e9}, stream{16e9, 24e9, 45e9, 28e9},
+      both{13e9, 21e9, 26e9, 11e9};
+  auto rates = [&](Traffic t) -> const FakeRates& {
+    return t == Traffic::alone ? alone : t == Traffic::stream ? stream : both;
   };
-  std::vector<int> pingpong(CopyChooser::kModes), windows(CopyChooser::kModes);
-  for (int i = 0; i < 2000; ++i) step(true, pingpong);
-  for (int i = 0; i < 2000; ++i) step(false, windows);
+  auto step = [&](Traffic t, std::vector<int>& uses) {
+    const Mode m = c.choose(bytes, t);
+    ++uses[static_cast<int>(m)];
+    c.record(m, bytes, static_cast<double>(bytes) / rates(t).of(m), t);
+  };
+  std::vector<int> pingpong(CopyChooser::kModes), windows(CopyChooser::kModes),
+      exchanges(CopyChooser::kModes);
+  for (int i = 0; i < 2000; ++i) step(Traffic::alone, pingpong);
+  for (int i = 0; i < 2000; ++i) step(Traffic::stream, windows);
+  for (int i = 0; i < 2000; ++i) step(Traffic::both_ways, exchanges);
   EXPECT_GE(pingpong[static_cast<int>(Mode::streaming)], 1800);
   EXPECT_GE(windows[static_cast<int>(Mode::split)], 1800) << "not the ping-pong's streaming";
-  // Interleaved (a window's gets among ping-pongs of the same size), neither moves.
-  std::vector<int> a(CopyChooser::kModes), s(CopyChooser::kModes);
-  for (int i = 0; i < 4000; ++i) step(i % 4 == 0, i % 4 == 0 ? a : s);
-  EXPECT_GE(a[static_cast<int>(Mode::streaming)], 900);
-  EXPECT_GE(s[static_cast<int>(Mode::split)], 2800);
-  EXPECT_DOUBLE_EQ(c.rate(Mode::split, bytes, false), 45e9);
+  EXPECT_GE(exchanges[static_cast<int>(Mode::split)], 1800);
+  // Interleaved (a window's gets among ping-pongs and exchanges of the same size), none moves.
+  std::vector<int> a(CopyChooser::kModes), s(CopyChooser::kModes), b(CopyChooser::kModes);
+  for (int i = 0; i < 6000; ++i) {
+    const Traffic t = i % 3 == 0   ? Traffic::alone
+                      : i % 3 == 1 ? Traffic::stream
+                                   : Traffic::both_ways;
+    step(t, t == Traffic::alone ? a : t == Traffic::stream ? s : b);
+  }
+  EXPECT_GE(a[static_cast<int>(Mode::streaming)], 1800);
+  EXPECT_GE(s[static_cast<int>(Mode::split)], 1800);
+  EXPECT_GE(b[static_cast<int>(Mode::split)], 1800);
+  EXPECT_DOUBLE_EQ(c.rate(Mode::split, bytes, Traffic::stream), 45e9);
+  EXPECT_DOUBLE_EQ(c.rate(Mode::split, bytes, Traffic::both_ways), 26e9);
+}
+
+// Gets both ways where each process reading its own direction is fastest (the host where
+// that was the fixed rule): a window of them, all started before any ends, goes to the single
+// copy after the warm-up (Pace::initial), and the single copy keeps them.
+TEST(CopyChooser, GetsBothWays_HoldTheSingleCopyWhereItIsFastest) {
+  using Traffic = CopyChooser::Traffic;
+  CopyChooser c;
+  const std::size_t bytes = 1 << 20;
+  const FakeRates both{13e9, 8e9, 11e9, 6e9};
+  std::vector<Mode> window;
+  for (int i = 0; i < 64; ++i) window.push_back(c.choose(bytes, Traffic::both_ways));
+  const auto held = std::count(window.begin() + 16, window.end(), Mode::single);
+  EXPECT_EQ(held, 48) << "the window's gets after the warm-up";
+  for (Mode m : window)
+    c.record(m, bytes, static_cast<double>(bytes) / both.of(m), Traffic::both_ways);
+  std::vector<int> uses(CopyChooser::kModes);
+  for (int i = 0; i < 2000; ++i) {
+    const Mode m = c.choose(bytes, Traffic::both_ways);
+    ++uses[static_cast<int>(m)];
+    c.record(m, bytes, static_cast<double>(bytes) / both.of(m), Traffic::both_ways);
+  }
+  EXPECT_GE(uses[static_cast<int>(Mode::single)], 1850);
 }
 
 // The first uses of a mechanism fault pages in and find caches cold; one such use must not

@@ -7,6 +7,7 @@
 // cache) wins.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -35,43 +36,59 @@ public:
   // more than 10 % faster: two of about the same speed otherwise took turns. Another takes
   // over only once measured faster in the same conditions (Pace::judge_alike: the whole
   // machine slows down for a while now and then). Until the first get ends the split copy
-  // serves (Pace::initial): in both placements it measured among the fastest here.
-  explicit CopyChooser(unsigned enabled = 0b1111)
-      : choice_(enabled, pace(enabled)), alone_(enabled, pace(enabled)) {}
+  // serves gets in a stream or alone (Pace::initial): in both placements it measured among
+  // the fastest here.
 
-  // `alone`: a get that found no other get of the pair running or waiting, and whose
-  // predecessor found none either (a ping-pong's; ShmEndpoint::get), chosen and judged apart
-  // from gets in a stream: alone, a chunked get is cut into pieces that pipeline within it,
-  // in a stream whole steps overlap the gets around them and split copies go in batches, and
-  // the faster mechanism differs (1 MiB gets, cores far apart: ping-pong 47 us with streaming
-  // stores into the chunks against 70 split; bandwidth windows 29 GB/s against 39, and 47-50
-  // split once a rendezvous send no longer cost a system call). With one choice for both, a
-  // benchmark's ping-pong of a size left its mechanism to the bandwidth windows that followed
-  // (latency then bandwidth in one run, 4 interleaved pairs far: bandwidth 512 KiB 1.50x,
-  // 1 MiB 1.08-1.58x, 4 MiB 1.00-1.08x apart; latency alike within the noise).
-  Mode choose(std::size_t bytes, bool alone = false) {
-    return static_cast<Mode>(of(alone).choose(bytes));
+  // What else the pair is doing when a get starts; each kind is chosen and judged apart.
+  //  - stream: other gets of this direction running or waiting (a bandwidth window).
+  //  - alone: none, and none when the get before started either (a ping-pong's): a chunked
+  //    get is then cut into pieces that pipeline within it, where in a stream whole steps
+  //    overlap the gets around them and split copies go in batches, and the faster mechanism
+  //    differs (1 MiB gets, cores far apart: ping-pong 47 us with streaming stores into the
+  //    chunks against 70 split; bandwidth windows 29 GB/s against 39, and 47-50 split once a
+  //    rendezvous send no longer cost a system call). With one choice for both, a benchmark's
+  //    ping-pong of a size left its mechanism to the bandwidth windows that followed (latency
+  //    then bandwidth in one run, 4 interleaved pairs far: bandwidth 512 KiB 1.50x, 1 MiB
+  //    1.08-1.58x, 4 MiB 1.00-1.08x apart; latency alike within the noise).
+  //  - both_ways: the peer reads from this rank too, or this rank has a rendezvous send to it
+  //    in flight (a bidirectional window, an exchange): each core has the other direction's
+  //    share of work as well, and which mechanism is fastest differs again. Each process
+  //    reading its own direction with cross-memory attach, which this kind of get always
+  //    took before it was measured, is held from the warm-up on (Pace::initial); on the AMD
+  //    EPYC host, cores near, bidirectional windows of 1 MiB ran 32-36 GB/s that way, 43-44
+  //    through the chunks and 48-52 split.
+  enum class Traffic : std::uint8_t { stream, alone, both_ways };
+  static constexpr int kTraffics = 3;
+
+  explicit CopyChooser(unsigned enabled = 0b1111)
+      : choices_{MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split)),
+                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split)),
+                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::single))} {}
+
+  Mode choose(std::size_t bytes, Traffic t = Traffic::stream) {
+    return static_cast<Mode>(of(t).choose(bytes));
   }
-  void record(Mode mode, std::size_t bytes, double seconds, bool alone = false) {
-    of(alone).record(static_cast<int>(mode), bytes, seconds);
+  void record(Mode mode, std::size_t bytes, double seconds, Traffic t = Traffic::stream) {
+    of(t).record(static_cast<int>(mode), bytes, seconds);
   }
-  double rate(Mode mode, std::size_t bytes, bool alone = false) {
-    return of(alone).rate(static_cast<int>(mode), bytes);
+  double rate(Mode mode, std::size_t bytes, Traffic t = Traffic::stream) {
+    return of(t).rate(static_cast<int>(mode), bytes);
   }
 
 private:
-  static MeasuredChoice<kModes>::Pace pace(unsigned enabled) {
+  // `initial`: the mode served until the first get ends, when enabled (else the last mode
+  // warmed up).
+  static MeasuredChoice<kModes>::Pace pace(unsigned enabled, Mode initial) {
     return {.period = 256,
             .burst = 4,
             .hysteresis = 0.10,
             .burst_bytes = 1 << 20,
             .rejudge_warmup = true,
-            .initial =
-                enabled >> static_cast<int>(Mode::split) & 1 ? static_cast<int>(Mode::split) : -1,
+            .initial = enabled >> static_cast<int>(initial) & 1 ? static_cast<int>(initial) : -1,
             .judge_alike = true};
   }
-  MeasuredChoice<kModes>& of(bool alone) { return alone ? alone_ : choice_; }
-  MeasuredChoice<kModes> choice_, alone_;
+  MeasuredChoice<kModes>& of(Traffic t) { return choices_[static_cast<std::size_t>(t)]; }
+  std::array<MeasuredChoice<kModes>, kTraffics> choices_;
 };
 
 }  // namespace rmp::rt::shm

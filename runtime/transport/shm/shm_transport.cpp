@@ -129,8 +129,10 @@ struct GetJob {
   GetTuner::Pick tune{};
   std::uint64_t remote = 0;  // split gets: the owner's address
   CopyChooser::Mode mode = CopyChooser::Mode::chunks;  // chunked gets: chunks or streaming
-  bool for_chooser = true;  // not while the peer reads from us too (ShmEndpoint::get)
-  bool alone = false;       // chosen as a get alone (ShmEndpoint::get, CopyChooser)
+  // Whether the copy chooser hears of its time, and of which kind of traffic (what the pair
+  // was doing when it started, ShmEndpoint::get).
+  bool for_chooser = true;
+  CopyChooser::Traffic traffic = CopyChooser::Traffic::stream;
 };
 struct ServeJob {
   const std::byte* src;
@@ -160,7 +162,7 @@ struct CmaJob {
   class ShmEndpoint* ep;
   Clock::time_point posted{};
   bool for_chooser = true;  // a get whose time the copy chooser hears of
-  bool alone = false;       // chosen as a get alone (CopyChooser)
+  CopyChooser::Traffic traffic = CopyChooser::Traffic::stream;  // as GetJob's
 };
 
 // A transport-internal message waiting for ring space; payload points to memory that stays
@@ -201,13 +203,15 @@ public:
            !waiting_.empty();
   }
   void start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote, Completion* done,
-                       bool streaming = false, bool alone_for_chooser = false);
+                       bool streaming = false,
+                       CopyChooser::Traffic traffic = CopyChooser::Traffic::stream);
   // A get of len bytes posted at `posted` completed now by mechanism m: tell the chooser the
   // throughput the stream of gets saw (from when this one could start — posted, or the
   // previous get's end — to now, so waiting for the peer counts for every mechanism alike).
   // Returns the seconds it measured.
   double record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
-                    bool for_chooser = true, bool alone = false);
+                    bool for_chooser = true,
+                    CopyChooser::Traffic traffic = CopyChooser::Traffic::stream);
   // The same for the first k of `jobs`, which ran together and ended now: each is told its
   // share, by bytes, of the time from when the first could start.
   void record_batch(CopyChooser::Mode m, const std::deque<GetJob>& jobs, std::size_t k);
@@ -313,7 +317,8 @@ public:
   // Used by endpoints.
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
-  CopyChooser::Mode copy_mode(std::size_t len, bool alone = false) {
+  CopyChooser::Mode copy_mode(std::size_t len,
+                              CopyChooser::Traffic traffic = CopyChooser::Traffic::stream) {
     switch (cfg_.copy) {
       case ShmConfig::Copy::single:
       case ShmConfig::Copy::split:
@@ -324,7 +329,7 @@ public:
       case ShmConfig::Copy::streaming:
         return CopyChooser::Mode::streaming;
       case ShmConfig::Copy::automatic:
-        return cma_ok_ ? chooser_.choose(len, alone) : chunk_chooser_.choose(len, alone);
+        return cma_ok_ ? chooser_.choose(len, traffic) : chunk_chooser_.choose(len, traffic);
     }
     return CopyChooser::Mode::chunks;
   }
@@ -340,9 +345,10 @@ public:
   static std::size_t split_piece(std::size_t len) {
     return len < 2 * kSplitMinPiece ? len : round_up((len + 1) / 2, kPage);
   }
-  void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took, bool alone) {
+  void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took,
+                   CopyChooser::Traffic traffic) {
     (cma_ok_ ? chooser_ : chunk_chooser_)
-        .record(m, bytes, std::chrono::duration<double>(took).count(), alone);
+        .record(m, bytes, std::chrono::duration<double>(took).count(), traffic);
   }
   // True when `err` says cross-memory attach is forbidden here (ptrace rules); the transport
   // then copies through shared chunks from now on.
@@ -463,7 +469,7 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
 }
 
 void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
-                                  Completion* done, bool streaming, bool alone_for_chooser) {
+                                  Completion* done, bool streaming, CopyChooser::Traffic traffic) {
   // The pair holds chunks at least as large as this rank asked for (ShmTransport::connect); the
   // clamp only guards against a pair laid out otherwise.
   GetTuner::Pick tune = t_.get_tuner().pick(len);
@@ -499,7 +505,7 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
                  static_cast<std::uint32_t>(depth), streaming ? 1u : 0u};
   gets_.push_back({dst, len, 0, done, Clock::now(), fragment, tune, 0,
                    streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks, true,
-                   alone_for_chooser});
+                   traffic});
   send_ctl(kAmGetReq, std::as_bytes(std::span(&req, 1)), {}, nullptr);
   t_.mark_busy(this);
   ++t_.counters().shm_gets_chunks;
@@ -514,14 +520,16 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
   }
   // Traffic both ways (the caller has a rendezvous send to the peer in flight, or the peer
   // is reading from us already: a bidirectional bandwidth test, an exchange): each core has
-  // its own direction to copy, and a mechanism that borrows the peer's core (chunks, split)
-  // only moves work onto a busy core. Each reads with cross-memory attach, and the chooser,
-  // which judges mechanisms on one direction's gets, neither chooses these (its warm-up and
-  // re-measuring turns stay for gets it times) nor hears of them (2 ranks, bidirectional
-  // windows of 64, interleaved: 1 MiB 11.0 GB/s chosen, 13.1 split, 11.6 single, 14.5
-  // OpenMPI).
-  const bool own_direction = t_.automatic_copy() && t_.cma_ok() &&
-                             (both_ways || peer_reading_->load(std::memory_order_relaxed) > 0);
+  // its own direction to copy as well, and a mechanism that borrows the peer's core (chunks,
+  // split) moves work onto a busy core. Whether that still pays depends on the machine: on
+  // one host each reading its own direction with cross-memory attach won (bidirectional
+  // windows of 64, 1 MiB: 11.6 GB/s, split 13.1 but chosen by the one-way chooser 11.0), on
+  // another the chunks and the split copy ran 1.2-1.5x faster than that with the cores near.
+  // Such gets have a chooser of their own (CopyChooser::Traffic::both_ways), which holds
+  // the single copy from its warm-up on until another mechanism measures faster. So where
+  // ranks share cores too: two ranks on one core, bidirectional windows of 1 MiB ran 1.29x
+  // faster chosen than read with cross-memory attach each way (256 KiB 1.10x).
+  const bool both = both_ways || peer_reading_->load(std::memory_order_relaxed) > 0;
   // Alone: nothing of the pair's running or waiting, and the get before found it so too. A
   // bandwidth window's first get finds the pair idle, but follows the last window's gets,
   // which had company: chosen as one alone (streaming chunks where the window's gets went
@@ -530,17 +538,18 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
   const bool idle = gets_running_ == 0 && waiting_.empty();
   const bool alone = idle && last_get_idle_;
   last_get_idle_ = idle;
-  GetJob j{local.data(),
-           local.size(),
-           0,
-           done,
-           Clock::now(),
-           0,
-           {},
-           remote_addr,
-           own_direction ? CopyChooser::Mode::single : t_.copy_mode(local.size(), alone),
-           !own_direction,
-           alone};
+  const CopyChooser::Traffic traffic = both    ? CopyChooser::Traffic::both_ways
+                                       : alone ? CopyChooser::Traffic::alone
+                                               : CopyChooser::Traffic::stream;
+  t_.counters().shm_gets_both_ways += both && t_.automatic_copy();
+  GetJob j{.dst = local.data(),
+           .len = local.size(),
+           .off = 0,
+           .done = done,
+           .posted = Clock::now(),
+           .remote = remote_addr,
+           .mode = t_.copy_mode(local.size(), traffic),
+           .traffic = traffic};
   if (!waiting_.empty() || (gets_running_ > 0 && !same_queue(j.mode, running_mode_))) {
     waiting_.push_back(j);
     t_.mark_busy(this);
@@ -557,12 +566,12 @@ void ShmEndpoint::start_get(const GetJob& j) {
   switch (j.mode) {
     case CopyChooser::Mode::single:
       t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.for_chooser,
-                  j.alone});
+                  j.traffic});
       break;
     case CopyChooser::Mode::chunks:
     case CopyChooser::Mode::streaming:
       start_chunk_get(j.dst, j.len, j.remote, j.done, j.mode == CopyChooser::Mode::streaming,
-                      j.alone);
+                      j.traffic);
       break;
     case CopyChooser::Mode::split:
       splits_.push_back(j);
@@ -652,12 +661,12 @@ TStatus ShmEndpoint::put(std::span<const std::byte> local, std::uint64_t remote_
 }
 
 double ShmEndpoint::record_get(CopyChooser::Mode m, std::size_t len, Clock::time_point posted,
-                               bool for_chooser, bool alone) {
+                               bool for_chooser, CopyChooser::Traffic traffic) {
   const Clock::time_point now = Clock::now();
   const Clock::duration took = now - std::max(posted, last_get_done_);
   // (The chooser itself leaves out the first get after a change of mechanism, which found
   // the pipeline empty.)
-  if (for_chooser) t_.record_copy(m, len, took, alone);
+  if (for_chooser) t_.record_copy(m, len, took, traffic);
   last_get_done_ = now;
   get_ended();
   return std::chrono::duration<double>(took).count();
@@ -674,7 +683,7 @@ void ShmEndpoint::record_batch(CopyChooser::Mode m, const std::deque<GetJob>& jo
                                : 1.0 / static_cast<double>(k);
     if (jobs[i].for_chooser)
       t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share),
-                     jobs[i].alone);
+                     jobs[i].traffic);
     get_ended();
   }
   last_get_done_ = now;
@@ -740,7 +749,7 @@ int ShmEndpoint::drain_chunks() {
       // A get the tuner explored with another geometry says nothing of how fast the chunk
       // copy is with the tuner's current one: the copy chooser does not hear of it (a burst of
       // such gets otherwise made the chunks look slow and the chooser leave them).
-      const double seconds = record_get(j.mode, j.len, j.posted, !j.tune.explore, j.alone);
+      const double seconds = record_get(j.mode, j.len, j.posted, !j.tune.explore, j.traffic);
       if (j.tune.tuned && t_.get_tuner().observe(j.len, j.tune.setting, seconds))
         ++t_.counters().tune_moves;
       t_.complete_later(j.done, TStatus::ok);
@@ -1101,9 +1110,8 @@ int ShmTransport::run_cma() {
              " failed: " + std::strerror(err));
     if (!j.write) j.ep->get_ended();
   } else if (!j.write) {
-    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, j.for_chooser, j.alone);
+    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, j.for_chooser, j.traffic);
     ++c_.shm_gets_single;
-    if (!j.for_chooser) ++c_.shm_gets_both_ways;
     ++c_.rndv_fragments;
   }
   complete_later(j.done, err ? TStatus::error : TStatus::ok);
