@@ -65,13 +65,33 @@ bool have_f16c() {
   return yes;
 }
 
+// Eight encoded values to out + i: a non-temporal store when `streaming` (out + i is then
+// 16-byte aligned: the callers' loops start there).
+__attribute__((target("avx"), always_inline)) inline void store_half8(std::uint16_t* out, __m128i v,
+                                                                      bool streaming) {
+  if (streaming) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(out), v);
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), v);
+  }
+}
+
+// Elements before out + i is 16-byte aligned (streaming only): they take the scalar path.
+std::size_t unaligned_head(const std::uint16_t* out, std::size_t n, bool streaming) {
+  if (!streaming) return 0;
+  const auto mis = reinterpret_cast<std::uintptr_t>(out) % 16;  // even: out holds uint16_t
+  return std::min(n, mis == 0 ? 0 : (16 - mis) / 2);
+}
+
 __attribute__((target("avx,f16c"))) void fp16_encode_f16c(const float* in, std::uint16_t* out,
-                                                         std::size_t n) {
-  std::size_t i = 0;
+                                                          std::size_t n, bool streaming) {
+  std::size_t i = unaligned_head(out, n, streaming);
+  for (std::size_t j = 0; j < i; ++j) out[j] = float_to_fp16(in[j]);
   for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+    store_half8(out + i, _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT),
+                streaming);
   for (; i < n; ++i) out[i] = float_to_fp16(in[i]);
+  if (streaming) _mm_sfence();
 }
 
 bool have_avx2() {
@@ -81,11 +101,12 @@ bool have_avx2() {
 
 // bf16 with AVX2: the scalar rounding (float_to_bf16) eight lanes at a time; NaNs quieted.
 __attribute__((target("avx2"))) void bf16_encode_avx2(const float* in, std::uint16_t* out,
-                                                      std::size_t n) {
+                                                      std::size_t n, bool streaming) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
   const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
   const __m256i quiet = _mm256_set1_epi32(0x40);
-  std::size_t i = 0;
+  std::size_t i = unaligned_head(out, n, streaming);
+  for (std::size_t j = 0; j < i; ++j) out[j] = float_to_bf16(in[j]);
   for (; i + 8 <= n; i += 8) {
     const __m256i x = _mm256_castps_si256(_mm256_loadu_ps(in + i));
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
@@ -95,9 +116,10 @@ __attribute__((target("avx2"))) void bf16_encode_avx2(const float* in, std::uint
     const __m256i v = _mm256_blendv_epi8(rounded, quieted, nan);
     // Pack 8 × 32 to 8 × 16 bits (per 128-bit lane), then gather the two lanes' halves.
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0b1000);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_castsi256_si128(packed));
+    store_half8(out + i, _mm256_castsi256_si128(packed), streaming);
   }
   for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
+  if (streaming) _mm_sfence();
 }
 
 // Eight 16-bit values as floats.
@@ -185,17 +207,19 @@ __attribute__((target("avx,f16c"))) void fp16_decode_f16c(const std::uint16_t* i
 }
 #endif
 
-void encode_floats(Compression c, const float* in, std::uint16_t* out, std::size_t n) {
+void encode_floats(Compression c, const float* in, std::uint16_t* out, std::size_t n,
+                   bool streaming) {
   if (c == Compression::bf16) {
 #ifdef RMP_HAVE_F16C_PATH
-    if (have_avx2()) return bf16_encode_avx2(in, out, n);
+    if (have_avx2()) return bf16_encode_avx2(in, out, n, streaming);
 #endif
     for (std::size_t i = 0; i < n; ++i) out[i] = float_to_bf16(in[i]);
     return;
   }
 #ifdef RMP_HAVE_F16C_PATH
-  if (have_f16c()) return fp16_encode_f16c(in, out, n);
+  if (have_f16c()) return fp16_encode_f16c(in, out, n, streaming);
 #endif
+  (void)streaming;  // no vector path: plain stores
   for (std::size_t i = 0; i < n; ++i) out[i] = float_to_fp16(in[i]);
 }
 
@@ -218,15 +242,16 @@ constexpr std::size_t kBlock = 1024;
 
 }  // namespace
 
-void encode_half(Compression c, detail::Type t, const void* in, std::uint16_t* out,
-                 std::size_t n) {
-  if (t == detail::Type::f32) return encode_floats(c, static_cast<const float*>(in), out, n);
+void encode_half(Compression c, detail::Type t, const void* in, std::uint16_t* out, std::size_t n,
+                 bool streaming) {
+  if (t == detail::Type::f32)
+    return encode_floats(c, static_cast<const float*>(in), out, n, streaming);
   const auto* d = static_cast<const double*>(in);
   float tmp[kBlock];
   for (std::size_t i = 0; i < n; i += kBlock) {
     const std::size_t k = std::min(kBlock, n - i);
     for (std::size_t j = 0; j < k; ++j) tmp[j] = static_cast<float>(d[i + j]);
-    encode_floats(c, tmp, out + i, k);
+    encode_floats(c, tmp, out + i, k, streaming);
   }
 }
 

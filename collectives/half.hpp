@@ -19,8 +19,10 @@ std::uint16_t float_to_bf16(float f);
 float bf16_to_float(std::uint16_t h);
 
 // n elements of type t (f32 or f64) to 16-bit values of format c (fp16 or bf16), and back.
-void encode_half(Compression c, detail::Type t, const void* in, std::uint16_t* out,
-                 std::size_t n);
+// `streaming`: out is written with non-temporal stores where there is a vector path (then
+// fenced), for a shared chunk another core reads next (NodeShared's streaming stores).
+void encode_half(Compression c, detail::Type t, const void* in, std::uint16_t* out, std::size_t n,
+                 bool streaming = false);
 void decode_half(Compression c, detail::Type t, const std::uint16_t* in, void* out,
                  std::size_t n);
 // acc[i] = op(acc[i], in[i] decoded) for n elements of type t: one pass, no decoded copy.

@@ -120,6 +120,39 @@ TEST_P(Formats, ArrayPath_SameBitsAsScalar) {
   }
 }
 
+// Encoding with streaming stores (into a node-shared chunk another core reads next) gives the
+// same bits at every alignment of the output (a head of up to 7 values before the first
+// 16-byte boundary) and every length around the vector width, and writes nothing outside
+// [out, out + n), floats and doubles alike.
+TEST_P(Formats, StreamingEncode_SameBitsAtEveryAlignment) {
+  const Compression c = GetParam();
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
+  constexpr std::uint16_t kGuard = 0xabcd;
+  for (std::size_t shift = 0; shift < 8; ++shift) {
+    for (std::size_t n : {0u, 1u, 6u, 7u, 8u, 9u, 15u, 16u, 17u, 100u, 1003u}) {
+      std::vector<float> f(n);
+      for (float& v : f) v = uni(gen);
+      std::vector<double> d(f.begin(), f.end());
+      alignas(16) std::uint16_t plain[1024 + 16], streamed[1024 + 16], from_d[1024 + 16];
+      std::fill(std::begin(streamed), std::end(streamed), kGuard);
+      std::fill(std::begin(from_d), std::end(from_d), kGuard);
+      coll::encode_half(c, Type::f32, f.data(), plain, n);
+      coll::encode_half(c, Type::f32, f.data(), streamed + shift, n, true);
+      coll::encode_half(c, Type::f64, d.data(), from_d + shift, n, true);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(streamed[shift + i], plain[i]) << "shift " << shift << ", n " << n << ", i " << i;
+        ASSERT_EQ(from_d[shift + i], plain[i]) << "doubles, shift " << shift << ", n " << n;
+      }
+      for (std::size_t i = 0; i < std::size(streamed); ++i) {
+        if (i >= shift && i < shift + n) continue;
+        ASSERT_EQ(streamed[i], kGuard) << "wrote outside: shift " << shift << ", n " << n;
+        ASSERT_EQ(from_d[i], kGuard) << "wrote outside (doubles): shift " << shift;
+      }
+    }
+  }
+}
+
 // reduce_half (decode and combine in one pass, vectorised where the CPU allows) gives the bits
 // of decode_half followed by reduce_apply, every length around the vector width.
 TEST_P(Formats, ReduceHalf_SameBitsAsDecodeThenReduce) {
