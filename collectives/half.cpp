@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "collectives/reduce_ops.hpp"
 
@@ -100,34 +101,43 @@ bool have_avx2() {
 }
 
 // bf16 with AVX2: the scalar rounding (float_to_bf16) eight lanes at a time; NaNs quieted.
-__attribute__((target("avx2"))) void bf16_encode_avx2(const float* in, std::uint16_t* out,
-                                                      std::size_t n, bool streaming) {
+__attribute__((target("avx2"), always_inline)) inline __m128i bf16_round8(__m256 f) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
   const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
   const __m256i quiet = _mm256_set1_epi32(0x40);
+  const __m256i x = _mm256_castps_si256(f);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(bias, odd)), 16);
+  const __m256i quieted = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
+  const __m256i v = _mm256_blendv_epi8(rounded, quieted, nan);
+  // Pack 8 × 32 to 8 × 16 bits (per 128-bit lane), then gather the two lanes' halves.
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0b1000));
+}
+
+__attribute__((target("avx2"))) void bf16_encode_avx2(const float* in, std::uint16_t* out,
+                                                      std::size_t n, bool streaming) {
   std::size_t i = unaligned_head(out, n, streaming);
   for (std::size_t j = 0; j < i; ++j) out[j] = float_to_bf16(in[j]);
-  for (; i + 8 <= n; i += 8) {
-    const __m256i x = _mm256_castps_si256(_mm256_loadu_ps(in + i));
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(bias, odd)), 16);
-    const __m256i quieted = _mm256_or_si256(_mm256_srli_epi32(x, 16), quiet);
-    const __m256i v = _mm256_blendv_epi8(rounded, quieted, nan);
-    // Pack 8 × 32 to 8 × 16 bits (per 128-bit lane), then gather the two lanes' halves.
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0b1000);
-    store_half8(out + i, _mm256_castsi256_si128(packed), streaming);
-  }
+  for (; i + 8 <= n; i += 8) store_half8(out + i, bf16_round8(_mm256_loadu_ps(in + i)), streaming);
   for (; i < n; ++i) out[i] = float_to_bf16(in[i]);
   if (streaming) _mm_sfence();
 }
 
-// Eight 16-bit values as floats.
-__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load_half8(Compression c,
-                                                                            const std::uint16_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+// Eight 16-bit values as floats, and back.
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 decode8(Compression c,
+                                                                          __m128i h) {
   if (c == Compression::fp16) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 load_half8(
+    Compression c, const std::uint16_t* p) {
+  return decode8(c, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+__attribute__((target("avx2,f16c"), always_inline)) inline __m128i encode8(Compression c,
+                                                                           __m256 f) {
+  if (c == Compression::fp16) return _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+  return bf16_round8(f);
 }
 
 __attribute__((target("avx2,f16c"))) void bf16_decode_avx2(const std::uint16_t* in, float* out,
@@ -198,6 +208,64 @@ std::size_t reduce_half_avx2(Compression c, detail::Type t, Op op, const std::ui
   return reduce_half_op(c, op, in, static_cast<double*>(acc), n);
 }
 
+// reduce_encode_half's pass over elements [from, to), to − from a multiple of 8: the same
+// operations, in the same order, as reduce_half_vec, encode and decode one after the other.
+template <Kind K>
+__attribute__((target("avx2,f16c"))) void reduce_encode_vec(
+    Compression c, const float* in, std::span<const std::uint16_t* const> others, float* out,
+    std::uint16_t* wire, std::size_t from, std::size_t to, bool streaming) {
+  for (std::size_t i = from; i < to; i += 8) {
+    __m256 a = _mm256_loadu_ps(in + i);
+    for (const std::uint16_t* o : others) a = combine<K>(a, load_half8(c, o + i));
+    const __m128i h = encode8(c, a);
+    store_half8(wire + i, h, streaming);
+    _mm256_storeu_ps(out + i, decode8(c, h));
+  }
+}
+template <Kind K>
+__attribute__((target("avx2,f16c"))) void reduce_encode_vec(
+    Compression c, const double* in, std::span<const std::uint16_t* const> others, double* out,
+    std::uint16_t* wire, std::size_t from, std::size_t to, bool streaming) {
+  for (std::size_t i = from; i < to; i += 8) {
+    __m256d lo = _mm256_loadu_pd(in + i), hi = _mm256_loadu_pd(in + i + 4);
+    for (const std::uint16_t* o : others) {
+      const __m256 v = load_half8(c, o + i);
+      lo = combine<K>(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+      hi = combine<K>(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    // Through float as encode_half rounds a double (cvtpd2ps: cvtsd2ss lane by lane).
+    const __m128i h = encode8(c, _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo)));
+    store_half8(wire + i, h, streaming);
+    const __m256 d = decode8(c, h);
+    _mm256_storeu_pd(out + i, _mm256_cvtps_pd(_mm256_castps256_ps128(d)));
+    _mm256_storeu_pd(out + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)));
+  }
+}
+
+// The end of what the vector pass did from `from` (whole groups of 8), or `from` where it has
+// no path for this op.
+template <class T>
+std::size_t reduce_encode_op(Compression c, Op op, const T* in,
+                             std::span<const std::uint16_t* const> others, T* out,
+                             std::uint16_t* wire, std::size_t from, std::size_t n, bool streaming) {
+  const std::size_t to = from + (n - from) / 8 * 8;
+  switch (op) {
+    case Op::sum:
+      reduce_encode_vec<Kind::sum>(c, in, others, out, wire, from, to, streaming);
+      break;
+    case Op::min:
+      reduce_encode_vec<Kind::min>(c, in, others, out, wire, from, to, streaming);
+      break;
+    case Op::max:
+      reduce_encode_vec<Kind::max>(c, in, others, out, wire, from, to, streaming);
+      break;
+    default:
+      return from;
+  }
+  if (streaming) _mm_sfence();
+  return to;
+}
+
 __attribute__((target("avx,f16c"))) void fp16_decode_f16c(const std::uint16_t* in, float* out,
                                                          std::size_t n) {
   std::size_t i = 0;
@@ -265,6 +333,38 @@ void decode_half(Compression c, detail::Type t, const std::uint16_t* in, void* o
     decode_floats(c, in + i, tmp, k);
     for (std::size_t j = 0; j < k; ++j) d[i + j] = tmp[j];
   }
+}
+
+void reduce_encode_half(Compression c, detail::Type t, Op op, const void* in,
+                        std::span<const std::uint16_t* const> others, void* out,
+                        std::uint16_t* wire, std::size_t n, bool streaming) {
+  const std::size_t esize = t == detail::Type::f32 ? 4 : 8;
+  // Elements [lo, hi) step by step: the input copied to the output, each of the others
+  // combined into it, the result encoded and decoded back.
+  auto steps = [&](std::size_t lo, std::size_t hi) {
+    if (hi <= lo) return;
+    auto* o = static_cast<std::byte*>(out) + lo * esize;
+    const auto* s = static_cast<const std::byte*>(in) + lo * esize;
+    if (o != s) std::memcpy(o, s, (hi - lo) * esize);
+    for (const std::uint16_t* q : others) reduce_half(c, t, op, q + lo, o, hi - lo);
+    encode_half(c, t, o, wire + lo, hi - lo, streaming);
+    decode_half(c, t, wire + lo, o, hi - lo);
+  };
+  std::size_t done = 0;
+#ifdef RMP_HAVE_F16C_PATH
+  if (have_avx2()) {
+    // Up to the first 16-byte boundary of `wire` step by step when streaming (encode_half's
+    // head), then eight at a time in one pass.
+    done = unaligned_head(wire, n, streaming);
+    steps(0, done);
+    done = t == detail::Type::f32
+               ? reduce_encode_op(c, op, static_cast<const float*>(in), others,
+                                  static_cast<float*>(out), wire, done, n, streaming)
+               : reduce_encode_op(c, op, static_cast<const double*>(in), others,
+                                  static_cast<double*>(out), wire, done, n, streaming);
+  }
+#endif
+  steps(done, n);
 }
 
 void reduce_half(Compression c, detail::Type t, Op op, const std::uint16_t* in, void* acc,

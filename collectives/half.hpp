@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include <rmp/rmp.hpp>
 
@@ -28,5 +29,12 @@ void decode_half(Compression c, detail::Type t, const std::uint16_t* in, void* o
 // acc[i] = op(acc[i], in[i] decoded) for n elements of type t: one pass, no decoded copy.
 void reduce_half(Compression c, detail::Type t, Op op, const std::uint16_t* in, void* acc,
                  std::size_t n);
+// One rank's share of the compressed allreduce in one pass: r = in[i] combined with the
+// decoded others[0][i], others[1][i], … in that order (as copying `in` to `out`, then
+// reduce_half of each, would), wire[i] = r encoded, out[i] = wire[i] decoded. `in` may be
+// `out` (in place). `streaming`: wire is written with non-temporal stores (encode_half).
+void reduce_encode_half(Compression c, detail::Type t, Op op, const void* in,
+                        std::span<const std::uint16_t* const> others, void* out,
+                        std::uint16_t* wire, std::size_t n, bool streaming);
 
 }  // namespace rmp::coll

@@ -861,6 +861,8 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
   const std::size_t per = ns.chunk() / sizeof(std::uint16_t);
   NodeShared::Call call(ns, c, NodeShared::Use::allreduce_compressed, count * esize);
   const bool streaming = ns.streaming();
+  std::vector<const std::uint16_t*> others;  // the others' encoded pieces of this rank's slice
+  others.reserve(static_cast<std::size_t>(n));
   auto* const dst = static_cast<std::byte*>(out);
   auto half = [&](int q, std::uint64_t round) {
     return reinterpret_cast<std::uint16_t*>(ns.chunk_of(q, round));
@@ -878,12 +880,14 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
     if (const std::size_t mine = off(r + 1) - off(r)) {
-      std::byte* acc = base + off(r) * esize;  // this rank's input: the first operand
-      if (in) copy_bytes(acc, from + off(r) * esize, mine * esize);
+      // This rank's input first, then the others' in rank order; in one pass (the input
+      // copied out, each other combined, encoded and decoded one after the other took 1.2-1.3x
+      // the uncompressed path's time at 2 ranks).
+      others.clear();
       for (int q = 0; q < n; ++q)
-        if (q != r) reduce_half(comp, t, op, half(q, round) + off(r), acc, mine);
-      encode_half(comp, t, acc, half(r, round) + off(r), mine, streaming);
-      decode_half(comp, t, half(r, round) + off(r), acc, mine);
+        if (q != r) others.push_back(half(q, round) + off(r));
+      reduce_encode_half(comp, t, op, from + off(r) * esize, others, base + off(r) * esize,
+                         half(r, round) + off(r), mine, streaming);
     }
     ns.set_mark(c, NodeShared::mark(round, 2));
     ns.wait_mark(c, NodeShared::mark(round, 2));

@@ -183,6 +183,58 @@ TEST_P(Formats, ReduceHalf_SameBitsAsDecodeThenReduce) {
   }
 }
 
+// reduce_encode_half (one rank's share of the compressed allreduce in one pass) gives the
+// bits of its steps one after the other — the input copied out, each other's values combined
+// in order, the result encoded and decoded back — in the output and on the wire: floats and
+// doubles, ops with a vector path and one without (prod), 1-3 others, every length around
+// the vector width, every alignment of the wire, streaming stores or not, in place or not.
+TEST_P(Formats, ReduceEncode_SameBitsAsItsSteps) {
+  const Compression c = GetParam();
+  std::mt19937 gen(13);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  auto check = [&](auto zero, Type t, Op op, std::size_t n, std::size_t others_n, std::size_t shift,
+                   bool streaming, bool in_place) {
+    using T = decltype(zero);
+    std::vector<T> in(n);
+    for (T& v : in) v = static_cast<T>(uni(gen));
+    std::vector<std::vector<std::uint16_t>> wires(others_n, std::vector<std::uint16_t>(n));
+    std::vector<const std::uint16_t*> others;
+    for (auto& w : wires) {
+      std::vector<float> f(n);
+      for (float& v : f) v = uni(gen);
+      coll::encode_half(c, Type::f32, f.data(), w.data(), n);
+      others.push_back(w.data());
+    }
+    // The steps.
+    std::vector<T> want(in);
+    for (const std::uint16_t* o : others) coll::reduce_half(c, t, op, o, want.data(), n);
+    std::vector<std::uint16_t> want_wire(n);
+    coll::encode_half(c, t, want.data(), want_wire.data(), n);
+    coll::decode_half(c, t, want_wire.data(), want.data(), n);
+    // One pass.
+    std::vector<T> out(in_place ? in : std::vector<T>(n));
+    alignas(16) std::uint16_t wire[1100 + 8];
+    coll::reduce_encode_half(c, t, op, in_place ? out.data() : in.data(), others, out.data(),
+                             wire + shift, n, streaming);
+    const std::string what = std::string(sizeof(T) == 4 ? "float" : "double") + " op " +
+                             std::to_string(static_cast<int>(op)) + " n " + std::to_string(n) +
+                             " others " + std::to_string(others_n) + " shift " +
+                             std::to_string(shift) + (streaming ? " streaming" : "") +
+                             (in_place ? " in place" : "");
+    ASSERT_TRUE(n == 0 || std::memcmp(out.data(), want.data(), n * sizeof(T)) == 0) << what;
+    ASSERT_TRUE(n == 0 || std::memcmp(wire + shift, want_wire.data(), n * 2) == 0) << what;
+  };
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 17u, 1003u})
+    for (Op op : {Op::sum, Op::min, Op::max, Op::prod})
+      for (std::size_t others_n : {1u, 3u})
+        for (std::size_t shift : {0u, 3u})
+          for (bool streaming : {false, true})
+            for (bool in_place : {false, true}) {
+              check(float{}, Type::f32, op, n, others_n, shift, streaming, in_place);
+              check(double{}, Type::f64, op, n, others_n, shift, streaming, in_place);
+            }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fp16AndBf16, Formats,
                          ::testing::Values(Compression::fp16, Compression::bf16),
                          [](const auto& info) {
