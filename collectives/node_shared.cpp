@@ -852,9 +852,9 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
   // end with the same bits. The chunks carry half the bytes of float data, a quarter of
   // double.
   // The values are encoded straight into the chunks, with streaming stores where the call's
-  // store choice has them (NodeShared::Call): always cached, with the cores far apart the
-  // encoding ran into the lines the other rank had just read, and 2 ranks took 1.4-1.8x the
-  // time of the uncompressed path, whose chunks were written with streaming stores.
+  // store choice has them (NodeShared::Call). Encoded with cached stores always, with the
+  // cores far apart they ran into the lines the other rank had just read, and 2 ranks took
+  // 1.4-1.8x the time of the uncompressed path, whose chunks got streaming stores there.
   if (count == 0) return;
   const int n = c.size(), r = c.rank();
   const auto* const src = static_cast<const std::byte*>(in ? in : out);
