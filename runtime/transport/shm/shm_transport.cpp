@@ -129,9 +129,8 @@ struct GetJob {
   GetTuner::Pick tune{};
   std::uint64_t remote = 0;  // split gets: the owner's address
   CopyChooser::Mode mode = CopyChooser::Mode::chunks;  // chunked gets: chunks or streaming
-  // Whether the copy chooser hears of its time, and of which kind of traffic (what the pair
-  // was doing when it started, ShmEndpoint::get).
-  bool for_chooser = true;
+  // What the pair was doing when it started (ShmEndpoint::get): the kind of traffic the copy
+  // chooser hears of its time as.
   CopyChooser::Traffic traffic = CopyChooser::Traffic::stream;
 };
 struct ServeJob {
@@ -161,7 +160,6 @@ struct CmaJob {
   bool write;
   class ShmEndpoint* ep;
   Clock::time_point posted{};
-  bool for_chooser = true;  // a get whose time the copy chooser hears of
   CopyChooser::Traffic traffic = CopyChooser::Traffic::stream;  // as GetJob's
 };
 
@@ -504,8 +502,7 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
   GetRequest req{remote, len, static_cast<std::uint32_t>(fragment),
                  static_cast<std::uint32_t>(depth), streaming ? 1u : 0u};
   gets_.push_back({dst, len, 0, done, Clock::now(), fragment, tune, 0,
-                   streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks, true,
-                   traffic});
+                   streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks, traffic});
   send_ctl(kAmGetReq, std::as_bytes(std::span(&req, 1)), {}, nullptr);
   t_.mark_busy(this);
   ++t_.counters().shm_gets_chunks;
@@ -565,8 +562,7 @@ void ShmEndpoint::start_get(const GetJob& j) {
   set_gets_running(gets_running_ + 1);
   switch (j.mode) {
     case CopyChooser::Mode::single:
-      t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.for_chooser,
-                  j.traffic});
+      t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.traffic});
       break;
     case CopyChooser::Mode::chunks:
     case CopyChooser::Mode::streaming:
@@ -681,9 +677,8 @@ void ShmEndpoint::record_batch(CopyChooser::Mode m, const std::deque<GetJob>& jo
   for (std::size_t i = 0; i < k; ++i) {
     const double share = total ? static_cast<double>(jobs[i].len) / static_cast<double>(total)
                                : 1.0 / static_cast<double>(k);
-    if (jobs[i].for_chooser)
-      t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share),
-                     jobs[i].traffic);
+    t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share),
+                   jobs[i].traffic);
     get_ended();
   }
   last_get_done_ = now;
@@ -1110,7 +1105,7 @@ int ShmTransport::run_cma() {
              " failed: " + std::strerror(err));
     if (!j.write) j.ep->get_ended();
   } else if (!j.write) {
-    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, j.for_chooser, j.traffic);
+    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, true, j.traffic);
     ++c_.shm_gets_single;
     ++c_.rndv_fragments;
   }
