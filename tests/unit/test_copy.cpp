@@ -243,9 +243,10 @@ TEST(CopyChooser, SizeClassesAreIndependent) {
   EXPECT_GT(small[1], 400);
 }
 
-// Gets alone (a ping-pong's) and gets in a stream (a window's) are chosen apart: alone the
-// streaming chunks are fastest here, in a stream the split copy, and a ping-pong of a size
-// followed by windows of it (a benchmark's latency, then bandwidth test) leaves each its own.
+// Gets alone (a ping-pong's), in a stream (a window's) and with traffic both ways (an
+// exchange's) are chosen apart: alone the streaming chunks are fastest here, in a stream and
+// both ways the split copy (at other rates), and a ping-pong of a size followed by windows of
+// it (a benchmark's latency, then bandwidth test) leaves each its own.
 TEST(CopyChooser, GetsAloneInAStreamAndBothWaysAreChosenApart) {
   using Traffic = CopyChooser::Traffic;
   CopyChooser c;
