@@ -19,6 +19,7 @@
 #include <rmp/rmp.hpp>
 
 #include "runtime/copy.hpp"
+#include "runtime/fast_clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/shared_memory.hpp"
 #include "runtime/transport/shm/copy_chooser.hpp"
@@ -116,7 +117,8 @@ struct DirLayout {
 
 class ShmTransport;
 
-using Clock = std::chrono::steady_clock;
+// Gets are timed twice each (copy_chooser.hpp): the cheap clock.
+using Clock = FastClock;
 
 // A chunked get moves `fragment` bytes per chunk with at most `depth` chunks in flight: the
 // pair's geometry unless RMP_TUNE=adaptive chose less (GetRequest carries the choice).
