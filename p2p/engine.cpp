@@ -121,9 +121,10 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   if (p.tune_adaptive) {
     const rt::ParamSet& set = ctx.param_set();
     const bool model = measured_or_set(set, "get_bw") && measured_or_set(set, "rndv_setup_us");
+    const double link_bw = measured_or_set(set, "link_bw") ? p.link_bw : 0;
     tuner_ = std::make_unique<p2p::ProtocolTuner>(
         inline_threshold_, eager_threshold_, ctx.eager_buffer_bytes() / 4, credit_bytes_,
-        model ? p2p::RndvModel{p.get_bw, p.rndv_setup_us} : p2p::RndvModel{}, ctx.rank());
+        model ? p2p::RndvModel{p.get_bw, p.rndv_setup_us, link_bw} : p2p::RndvModel{}, ctx.rank());
   }
 }
 

@@ -30,10 +30,13 @@
 
 namespace rmp::p2p {
 
-// What a rendezvous send costs, as the tuning model has it (Params: get_bw, rndv_setup_us).
+// What a rendezvous send costs, as the tuning model has it (Params: get_bw, rndv_setup_us),
+// and what an eager one costs in a stream (link_bw: the transport's pipelined copy, the
+// sender's copy into its buffer overlapping the receiver's copy out).
 struct RndvModel {
   double get_bw = 0;    // bytes/s of the transport's get
   double setup_us = 0;  // µs to set one up, beyond the handshake's round trip
+  double link_bw = 0;   // bytes/s of eager sends in a stream (0: unknown)
 };
 
 class ProtocolTuner {
@@ -64,7 +67,7 @@ public:
   // whose last stream of its bucket held more bytes does not explore eager: such a window is
   // eager only until the credit runs out, and the rest stalls (windows of 64 × 64 KiB against
   // 3.6 MB of credit: one explored window in a benchmark's 22 made it 9-15 % slower).
-  // `rndv`: what a rendezvous costs (zeros: unknown; see rndv_clearly_worse).
+  // `rndv`: what a rendezvous costs (zeros: unknown; see model_puts_far_behind).
   // `rank`: this rank's world rank, which staggers when its buckets explore sends alone
   // (alone_pace).
   ProtocolTuner(std::size_t inline_threshold, std::size_t eager_threshold,
@@ -119,7 +122,8 @@ public:
       started_[b] = true;
       const rt::HillTuner::Setting start = setting(bytes <= eager_threshold_);
       if (alone_.enabled(b)) alone_.enable(b, start);
-      stream_.enable(b, start);
+      if (rndv_stream_faster(bytes)) stream_.enable(b, setting(false), setting(true));
+      else stream_.enable(b, start);
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
       const bool cut = in_flight_ > 1;
@@ -139,7 +143,7 @@ public:
                                                : stream_.choose(b))
           : alone_.enabled(b) ? alone_.choose(b)
                               : rt::HillTuner::Choice{setting(bytes <= eager_threshold_), false};
-      if (streamed_[b] && c.explore && c.setting[0] == kRndv && rndv_clearly_worse(b, bytes)) {
+      if (streamed_[b] && c.explore && model_puts_far_behind(b, bytes, c.setting[0] == kEager)) {
         stream_.reject(b);
         c = {stream_.current(b), false};
       }
@@ -281,28 +285,63 @@ private:
       Recent& r = recent_[bucket];
       r.cost[r.next++ % r.cost.size()] = cost;
     }
-    return stream_.observe(bucket, setting(s.eager), cost);
+    const bool moved = stream_.observe(bucket, setting(s.eager), cost);
+    if (moved) recent_[bucket] = Recent{};  // the costs of the setting it left
+    return moved;
   }
 
-  // Whether a stream of rendezvous sends of `bytes` would take kClearlyWorse times the time
-  // per byte the bucket's current (eager) streams took, by the rendezvous model alone: each
-  // send's setup and its get at get_bw, and nothing else (its handshakes overlap in a stream).
-  // Such a stream is not explored: a window of sends is the smallest exploration there is,
-  // and one window of 16 KiB rendezvous sends cost 2.5-4 eager windows with the cores far
-  // apart and ~9 with them near, where a benchmark times 20-100 windows a size (bandwidth
-  // with RMP_TUNE=adaptive 0.53 of the static rule's near, 0.83 far). Eager's time is the best
-  // of its last streams (Recent): a run's first windows are slow (the pages and the receiver's
-  // copies warm up), and judged on the latest one the model let a window of rendezvous through
-  // in one run of two. A model that is wrong costs the tuner that bucket until the longest
-  // period has passed (HillTuner::reject).
-  bool rndv_clearly_worse(std::size_t bucket, std::size_t bytes) const {
+  // A stream's time per byte by the model (0: unknown). Rendezvous: each send costs its get at
+  // get_bw or its setup, whichever is longer, since in a stream the setup of one send overlaps
+  // the copies of those before it, as its handshake does. Eager: each byte through the
+  // buffer at link_bw (the sender's copy in overlapping the receiver's copy out).
+  double model_cost(bool eager, std::size_t bytes) const {
+    if (eager) return rndv_.link_bw > 0 ? 1 / rndv_.link_bw : 0;
+    if (rndv_.get_bw <= 0 || bytes == 0) return 0;
+    return std::max(1 / rndv_.get_bw, rndv_.setup_us * 1e-6 / static_cast<double>(bytes));
+  }
+
+  // Whether a stream of the candidate protocol would take kModelWorse times the time per byte
+  // the bucket's current streams took, by the model alone. Such a stream is not explored: a
+  // window of sends is the smallest exploration there is, and one window of 16 KiB
+  // rendezvous sends cost 2.5-4 eager windows with the cores far apart and ~9 with them near,
+  // where a benchmark times 20-100 windows a size (bandwidth with RMP_TUNE=adaptive 0.53 of
+  // the static rule's near, 0.83 far); likewise two windows of eager 64 KiB sends among
+  // rendezvous ones at 1.4-1.5x their time cost the tuner 5-6 % of a benchmark's 20 windows.
+  // The setup added to the get instead of overlapping (5.4 us a 64 KiB send by the calibrated
+  // figures, get_bw 24 GB/s and setup 2.7 us, twice eager's 2.7) kept 64 KiB windows from
+  // rendezvous, which ran them in 0.74 of eager's time (2.1 us a send: in a stream the chunks
+  // carry the gets, with no system call a send; tune-proof, cores far: the tuner at 1.22x the
+  // best static setting). The current setting's time is the best of its last streams (Recent):
+  // a run's first windows are slow (the pages and the receiver's copies warm up), and judged
+  // on the latest one the model let a window of rendezvous through in one run of two. A model
+  // that is wrong costs the tuner that bucket until the longest period has passed
+  // (HillTuner::reject).
+  static constexpr double kModelWorse = 1.5;
+  bool model_puts_far_behind(std::size_t bucket, std::size_t bytes, bool candidate_eager) const {
     const Recent& r = recent_[bucket];
-    if (r.next == 0 || rndv_.get_bw <= 0 || bytes == 0) return false;
-    const double eager = *std::min_element(
+    const double model = model_cost(candidate_eager, bytes);
+    if (r.next == 0 || model <= 0) return false;
+    const double current = *std::min_element(
         r.cost.begin(),
         r.cost.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(r.next, r.cost.size())));
-    const double rndv = 1 / rndv_.get_bw + rndv_.setup_us * 1e-6 / static_cast<double>(bytes);
-    return rndv >= rt::HillTuner::kClearlyWorse * eager;
+    return model >= kModelWorse * current;
+  }
+
+  // Whether the model puts rendezvous streams of `bytes` ahead of eager ones: a bucket's
+  // streams then start there. The eager threshold weighs a send alone, where rendezvous pays
+  // its handshake and setup in full; in a stream those overlap the copies and each byte moves
+  // once, at get_bw, against twice through the buffer at link_bw. With the cores far apart
+  // (calibrated: get_bw 24 GB/s, setup 2.7 us, link_bw 15 GB/s, eager threshold 95-180 KB)
+  // 64 KiB windows ran at 31-33 GB/s by rendezvous and 16-23 eager, where a benchmark's 22
+  // windows a size were too few and too noisy (single windows of one setting 13-32 GB/s) for
+  // the stream tuner to find rendezvous from eager: tune-proof put it at 1.22x the best static
+  // setting. By the model streams go rendezvous from setup × link_bw (40 KB there) up, eager
+  // below: measured, 16 KiB rendezvous windows took 1.3x eager's time. Eager streams explored
+  // there and found clearly worse back off to the longest period at once, as a setting the
+  // bucket moved away from does (HillTuner::enable): model and measurement agree.
+  bool rndv_stream_faster(std::size_t bytes) const {
+    const double rndv = model_cost(false, bytes), eager = model_cost(true, bytes);
+    return rndv > 0 && eager > 0 && rndv < eager;
   }
 
   std::size_t eager_threshold_;

@@ -21,6 +21,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace rmp::rt {
 
@@ -45,7 +46,12 @@ public:
   // kExplorePeriod << kMaxBackoff; a move resets it.
   static constexpr std::uint32_t kMaxBackoff = 4;
   static constexpr double kMargin = 0.03;  // a neighbour must be 3 % faster to win
-  static constexpr double kClearlyWorse = 1.5;
+  // A neighbour whose every judged use of a burst cost at least this multiple of the
+  // current's loses at once (see observe()). 1.3, not 1.5: rendezvous ping-pongs of 64 KiB ran at
+  // 1.21-1.66x eager's round trips (cores far), so the judgement took three bursts of four,
+  // seven bursts a rank in a benchmark's 1271 sends, and the tuned ping-pong cost 1.064x the
+  // static rule's (tune-proof, calibrated figures, 10 pairs).
+  static constexpr double kClearlyWorse = 1.3;
   // A neighbour whose every judged use of a burst cost at most this fraction of the current's
   // wins at once, without the rest of its window (see observe()).
   static constexpr double kClearlyBetter = 0.85;
@@ -85,12 +91,19 @@ public:
   explicit HillTuner(std::array<std::uint8_t, kMaxDims> extent) : HillTuner(extent, Pace{}) {}
 
   // Buckets are static (never explored) until enabled here with their starting setting.
-  void enable(std::size_t bucket, Setting start) {
+  // `left`: a setting the caller's model already put behind the start, which the bucket
+  // counts as the one it last moved away from (clearly worse again, it backs off to the
+  // longest period at once).
+  void enable(std::size_t bucket, Setting start, std::optional<Setting> left = std::nullopt) {
     Bucket& b = buckets_[bucket];
     b = Bucket{};
     b.enabled = true;
     b.current = start;
     b.next_explore = pace_.first;
+    if (left) {
+      b.left = *left;
+      b.has_left = true;
+    }
   }
   bool enabled(std::size_t bucket) const { return buckets_[bucket].enabled; }
   const Setting& current(std::size_t bucket) const { return buckets_[bucket].current; }
@@ -145,8 +158,11 @@ public:
     if (b.latest <= 0) return false;
     b.cand.add(cost / b.latest);
     // A neighbour whose every judged use so far cost kClearlyWorse times the current's loses
-    // at once, without the rest of its window: in noise of ±10 % that is no accident, and
-    // judging it on a full window took three bursts of its slow uses.
+    // at once, without the rest of its window: in noise of ±10 % three uses that high in a
+    // row are no accident, and judging it on a full window took three bursts of its slow uses.
+    // (Not on their median: a burst that straddled a change of the machine's speed then lost
+    // at once where its neighbour was the better, and a climb that should have reached the
+    // optimum within 40 windows of uses took 140, and left it once (Tuner.DriftingMachineSpeed_*).)
     const bool burst_judged = b.cand.count >= pace_.burst - pace_.skip_edges;
     const bool clearly_worse = burst_judged && b.cand.min() >= kClearlyWorse;
     // Likewise one whose every judged use cost at most kClearlyBetter of the current's wins at

@@ -798,10 +798,11 @@ TEST(ProtocolTuner, Streams_FasterRendezvous_MoveThere) {
   expect_32k_windows_move_to_rendezvous(t, clock);
 }
 
-// The rendezvous model (get_bw 20 GB/s, 1 us to set up a get: 0.111 ns a byte at 16 KiB) puts
-// rendezvous streams far behind eager ones at 0.03 ns a byte (33 GB/s, as with the cores near):
-// none is explored, where one window would cost several eager ones. At 32 KiB, eager at 8 GB/s
-// (0.125 ns a byte) and the model at 0.08, rendezvous is explored and taken up where faster.
+// The rendezvous model (get_bw 20 GB/s, 1 us to set up a get: at 16 KiB the setup, 0.061 ns a
+// byte, outlasts the get) puts rendezvous streams far behind eager ones at 0.03 ns a byte
+// (33 GB/s, as with the cores near): none is explored, where one window would cost several
+// eager ones. At 32 KiB, eager at 8 GB/s (0.125 ns a byte) and the model at 0.05, rendezvous is
+// explored and taken up where faster.
 TEST(ProtocolTuner, Streams_RendezvousTheModelPutsFarBehind_NeverExplored) {
   const p2p::RndvModel model{20e9, 1.0};
   p2p::ProtocolTuner t(44, 60000, 262144, 0, model);
@@ -814,6 +815,70 @@ TEST(ProtocolTuner, Streams_RendezvousTheModelPutsFarBehind_NeverExplored) {
   }
   p2p::ProtocolTuner u(44, 60000, 262144, 0, model);
   expect_32k_windows_move_to_rendezvous(u, clock);
+}
+
+// In a stream a send's setup overlaps the gets before it. The figures calibrated with the
+// cores far apart (get_bw 24 GB/s, 2.7 us a get's setup, eager threshold ~100 KB) against
+// 64 KiB windows measured there (eager 2.7 us a send, rendezvous 2.1): the model, setup or get
+// whichever is longer (2.7 us), lets rendezvous be explored, and the stream moves there.
+// Setup and get added up (5.4 us) it was never explored.
+TEST(ProtocolTuner, Streams_SetupOverlapsTheGets_CalibratedModelExploresRendezvous) {
+  p2p::ProtocolTuner t(44, 100000, 262144, 0, p2p::RndvModel{24e9, 2.7});
+  std::int64_t clock = 0;
+  auto cost = [](bool eager) -> std::int64_t { return eager ? 2700 : 2100; };
+  int windows = 0;
+  while (windows < 40 && !send_window(t, 65536, 64, clock, cost)) ++windows;
+  EXPECT_LT(windows, 16) << "windows before the stream moved to rendezvous";
+  bool eager = true;
+  send_window(t, 65536, 64, clock, cost, &eager);
+  EXPECT_FALSE(eager);
+}
+
+// Streams start where the model puts them (get_bw 24 GB/s, setup 2.7 us, eager streams at
+// link_bw 15 GB/s, eager threshold 100 KB: rendezvous streams ahead from 40 KB): 64 KiB
+// windows go rendezvous from their bucket's second stream on, with no exploration needed,
+// while sends alone of that size keep the static rule (eager); 24 KiB windows stay eager.
+// Without link_bw (declared figures) the 64 KiB streams start eager.
+TEST(ProtocolTuner, Streams_StartWhereTheModelPutsThem) {
+  const p2p::RndvModel model{24e9, 2.7, 15e9};
+  auto second_window_eager = [](p2p::ProtocolTuner t, std::size_t bytes) {
+    std::int64_t clock = 0;
+    auto cost = [](bool) -> std::int64_t { return 2000; };
+    send_window(t, bytes, 64, clock, cost);
+    bool eager = false;
+    send_window(t, bytes, 64, clock, cost, &eager);
+    return eager;
+  };
+  EXPECT_FALSE(second_window_eager(p2p::ProtocolTuner(44, 100000, 262144, 0, model), 65536));
+  EXPECT_TRUE(second_window_eager(p2p::ProtocolTuner(44, 100000, 262144, 0, model), 24576));
+  EXPECT_TRUE(second_window_eager(p2p::ProtocolTuner(44, 100000, 262144, 0, {24e9, 2.7}), 65536));
+  p2p::ProtocolTuner t(44, 100000, 262144, 0, model);
+  std::int64_t clock = 0;
+  send_window(t, 65536, 64, clock, [](bool) -> std::int64_t { return 2000; });
+  send_alone(t, 65536, clock);  // taken for the first of a window
+  EXPECT_TRUE(send_alone(t, 65536, clock)) << "a send alone keeps the static rule";
+}
+
+// Nor are eager streams explored where the model puts them far behind the rendezvous streams
+// measured (link_bw 15 GB/s against windows at 2 us a 64 KiB send, 33 GB/s): every window
+// after the bucket's first goes rendezvous. Where the model puts eager streams ahead (link_bw
+// 27 GB/s) they start eager, and the measured costs move the stream to rendezvous.
+TEST(ProtocolTuner, Streams_EagerTheModelPutsFarBehind_NeverExplored) {
+  auto eager_windows = [](double link_bw) {
+    p2p::ProtocolTuner t(44, 100000, 262144, 0, p2p::RndvModel{24e9, 2.7, link_bw});
+    std::int64_t clock = 0;
+    auto cost = [](bool eager) -> std::int64_t { return eager ? 3000 : 2000; };
+    int n = 0;
+    for (int w = 0; w < 60; ++w) {
+      bool eager = false;
+      send_window(t, 65536, 64, clock, cost, &eager);
+      n += w > 0 && eager;
+    }
+    EXPECT_FALSE(t.post(65536, clock).eager) << "the stream left rendezvous";
+    return n;
+  };
+  EXPECT_EQ(eager_windows(15e9), 0);
+  EXPECT_GT(eager_windows(27e9), 0) << "the test's premise: eager windows counted";
 }
 
 // The engine reads the clock only where the tuner says it uses the time
