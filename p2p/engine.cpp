@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -43,14 +44,22 @@ std::string truncate_message(int src, int tag, std::size_t msg, std::size_t cap)
          " bytes but the receive buffer holds " + std::to_string(cap) + " bytes (truncated)";
 }
 
+// Where a knob's value came from (std::nullopt: no such row).
+std::optional<rt::Source> source_of(const rt::ParamSet& set, std::string_view knob) {
+  for (const ParamInfo& row : set.rows)
+    if (row.name == knob)
+      for (const rt::Source s :
+           {rt::Source::default_value, rt::Source::profile, rt::Source::formula,
+            rt::Source::calibrated, rt::Source::env, rt::Source::cli})
+        if (row.source == rt::source_name(s)) return s;
+  return std::nullopt;
+}
+
 // Whether a knob's value was measured on this machine (calibrated) or set by the user: not a
 // declared default nor a formula over one.
 bool measured_or_set(const rt::ParamSet& set, std::string_view knob) {
-  for (const ParamInfo& row : set.rows)
-    if (row.name == knob)
-      for (const rt::Source s : {rt::Source::calibrated, rt::Source::env, rt::Source::cli})
-        if (row.source == rt::source_name(s)) return true;
-  return false;
+  const std::optional<rt::Source> s = source_of(set, knob);
+  return s == rt::Source::calibrated || s == rt::Source::env || s == rt::Source::cli;
 }
 
 }  // namespace
@@ -121,10 +130,14 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   if (p.tune_adaptive) {
     const rt::ParamSet& set = ctx.param_set();
     const bool model = measured_or_set(set, "get_bw") && measured_or_set(set, "rndv_setup_us");
-    const double link_bw = measured_or_set(set, "link_bw") ? p.link_bw : 0;
+    const bool link = measured_or_set(set, "link_bw");
+    const bool threshold =
+        model && link && source_of(set, "eager_threshold") == rt::Source::formula;
     tuner_ = std::make_unique<p2p::ProtocolTuner>(
         inline_threshold_, eager_threshold_, ctx.eager_buffer_bytes() / 4, credit_bytes_,
-        model ? p2p::RndvModel{p.get_bw, p.rndv_setup_us, link_bw} : p2p::RndvModel{}, ctx.rank());
+        model ? p2p::RndvModel{p.get_bw, p.rndv_setup_us, link ? p.link_bw : 0, threshold}
+              : p2p::RndvModel{},
+        ctx.rank());
   }
 }
 

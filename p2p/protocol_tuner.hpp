@@ -25,6 +25,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "runtime/tuner.hpp"
 
@@ -37,6 +38,9 @@ struct RndvModel {
   double get_bw = 0;    // bytes/s of the transport's get
   double setup_us = 0;  // µs to set one up, beyond the handshake's round trip
   double link_bw = 0;   // bytes/s of eager sends in a stream (0: unknown)
+  // eager_threshold is these figures' crossover for a send alone (its formula over measured
+  // figures): the static rule is the model's choice there.
+  bool sets_threshold = false;
 };
 
 class ProtocolTuner {
@@ -121,7 +125,13 @@ public:
     if (!started_[b] && stream_.enabled(b)) {
       started_[b] = true;
       const rt::HillTuner::Setting start = setting(bytes <= eager_threshold_);
-      if (alone_.enabled(b)) alone_.enable(b, start);
+      // Where the model set the threshold, the protocol the rule does not take is one the
+      // model put behind: clearly worse when tried, it backs off at once (HillTuner::enable).
+      if (alone_.enabled(b))
+        alone_.enable(b, start,
+                      rndv_.sets_threshold
+                          ? std::optional<rt::HillTuner::Setting>(setting(start[0] != kEager))
+                          : std::nullopt);
       if (rndv_stream_faster(bytes)) stream_.enable(b, setting(false), setting(true));
       else stream_.enable(b, start);
     }

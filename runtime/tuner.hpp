@@ -163,8 +163,17 @@ public:
     // (Not on their median: a burst that straddled a change of the machine's speed then lost
     // at once where its neighbour was the better, and a climb that should have reached the
     // optimum within 40 windows of uses took 140, and left it once (Tuner.DriftingMachineSpeed_*).)
+    // The setting the bucket last moved away from (or its owner's model put behind the
+    // start) is judged so on the median of the burst's uses: its cost is known from before,
+    // so one burst is no accident either. (Rendezvous ping-pongs of 64 KiB among eager ones,
+    // where the eager threshold came from the calibrated model, ran at 1.2-1.7x eager's round
+    // trips, single uses as low as 1.03: seven bursts a rank were judged on full windows in a
+    // benchmark's 1271 sends, the tuned ping-pong at 1.054x the static rule's time where
+    // exploring nothing gave 1.011.)
     const bool burst_judged = b.cand.count >= pace_.burst - pace_.skip_edges;
-    const bool clearly_worse = burst_judged && b.cand.min() >= kClearlyWorse;
+    const bool left_again = b.has_left && b.candidate == b.left;
+    const bool clearly_worse =
+        burst_judged && (left_again ? b.cand.median() : b.cand.min()) >= kClearlyWorse;
     // Likewise one whose every judged use cost at most kClearlyBetter of the current's wins at
     // once: noise of ±10 % puts three uses in a row that low by chance once in thousands of
     // bursts, and a full window took three bursts and their periods, most of a benchmark's
@@ -190,7 +199,6 @@ public:
       // its cost is known from all its uses before the move, so one window is no accident
       // either (16 KiB windows: eager at 1.6x rendezvous's time after the move, explored
       // every 8, 16, 32 windows in a benchmark's 52, a tenth of them).
-      const bool left_again = b.has_left && b.candidate == b.left;
       // The burst's unjudged first use counts as a sample here when it too was far worse: a
       // stream tuner's burst has one judged use (p2p/protocol_tuner.hpp), and two windows of
       // a burst both at 2x are no accident either (16 KiB windows, rendezvous among eager

@@ -881,6 +881,32 @@ TEST(ProtocolTuner, Streams_EagerTheModelPutsFarBehind_NeverExplored) {
   EXPECT_GT(eager_windows(27e9), 0) << "the test's premise: eager windows counted";
 }
 
+// Where the model set the eager threshold (RndvModel::sets_threshold), the protocol the static
+// rule does not take for a send alone counts as one the bucket moved away from: rendezvous
+// ping-pongs at 1.2-1.7x eager's round trips, single uses as low as 1.05, back off to the
+// longest period after their first burst, where otherwise most bursts waited for a full
+// window of 8 judged uses.
+TEST(ProtocolTuner, SendsAlone_ModelsThreshold_ClearlyWorseBacksOffAtOnce) {
+  auto explorations = [](bool sets_threshold) {
+    p2p::ProtocolTuner t(44, 100000, 262144, 0, p2p::RndvModel{24e9, 2.7, 15e9, sets_threshold});
+    std::int64_t clock = 0;
+    const std::array<double, 3> rndv_factor{1.05, 1.5, 1.6};
+    int explored = 0, rndv_sends = 0;
+    for (int i = 0; i < 1200; ++i) {
+      const bool eager = t.post(65536, clock).eager;
+      clock += 2000;
+      t.complete(true, clock);
+      t.release();
+      const double f = eager ? 1.0 : rndv_factor[static_cast<std::size_t>(rndv_sends++ % 3)];
+      clock += static_cast<std::int64_t>(7000 * f);
+      explored += !eager;
+    }
+    return explored;
+  };
+  EXPECT_LE(explorations(true), 8) << "two bursts of four at most";
+  EXPECT_GT(explorations(false), 8) << "the test's premise: judged on full windows without";
+}
+
 // The engine reads the clock only where the tuner says it uses the time
 // (post_reads_clock, complete_reads_clock) and passes 0 elsewhere: the tuner picks the same,
 // in windows of sends and in ping-pongs, as when every call has the time.
