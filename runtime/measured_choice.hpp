@@ -86,6 +86,17 @@ public:
     // mode only came first; warmed up alone (and the tuner's gap rule at 16x), 64 KiB took 0.73
     // of the static rule's time, where eager throughout takes 0.70.
     bool warm_from_neighbour = false;
+    // Whether the held mode's steady rate (what another mode's burst is judged against, and
+    // whose drift says the conditions changed) starts from its first uses once taken up
+    // (held_recent) instead of from the rate it was chosen on. For uses that come one at a
+    // time (a ping-pong's gets), whose choice is made on a warm-up that may not describe the
+    // run: both ranks of a ping-pong warm up the same mechanisms in step, and a mechanism's
+    // speed depends on what the other direction uses. 1 MiB gets, cores far apart: streaming
+    // stores into the chunks ran at 33 us a get in the warm-up, while both directions used
+    // them, and at 58-62 once held, the peer's gets having gone split; judged against the 33 of
+    // its warm-up, a burst of the split copy at 30-31 us did not take over, and in some runs
+    // streaming served all ~100 gets of a benchmark's run.
+    bool steady_recent = false;
   };
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
@@ -218,8 +229,10 @@ public:
       b.rate[mode] = burst_median(b, mode, rate, judged);
     else b.rate[mode] += kWeight * (rate - b.rate[mode]);
     ++b.samples[mode];
-    if (mode == b.held)
-      b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
+    if (mode == b.held) {
+      if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
+      else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
+    }
     // What the held mode achieved when this one was measured: the conditions of the
     // measurement (beat_when_measured, drifted).
     if (judged && b.held >= 0 && mode != b.held) {
@@ -306,6 +319,7 @@ private:
   // choice's burst of 2, let streaming stores take over node-shared bcasts of 1 MiB with the
   // cores near whenever one call ran fast (60.8 us against 54.5, interleaved).
   static constexpr int kBurstSamples = 3;
+  static constexpr int kRecent = 5;  // uses of the held mode behind Pace::steady_recent
   struct Bucket {
     std::array<double, N> rate{};
     std::array<std::array<double, kBurstSamples>, N> burst{};  // this burst's samples
@@ -326,6 +340,10 @@ private:
     // (uses of 64 KiB in windows of 64, the first ones waiting for the sender: `rate` went
     // from 9 to 25 GB/s and back within a few hundred uses, the conditions unchanged).
     double steady = 0;
+    // The held mode's first kRecent uses since it was taken up (Pace::steady_recent) and how
+    // many of them are in.
+    std::array<double, kRecent> recent{};
+    std::uint8_t recent_n = 0;
     // The held mode's steady rate when each other mode's rate was last judged.
     std::array<double, N> basis{};
     std::uint64_t confirm_at = 0;  // uses before which no other confirmation burst starts
@@ -357,6 +375,7 @@ private:
   // now (those compared with the mode before say nothing of this one).
   static void rebase(Bucket& b, int best) {
     b.steady = b.rate[best];
+    b.recent_n = 0;
     for (int m = 0; m < N; ++m) b.basis[m] = m == best ? 0 : b.steady;
   }
   // The mode other than `best` measured while the held mode's steady rate was kDrift times
@@ -374,6 +393,26 @@ private:
     return pick;
   }
 
+  // The held mode's steady rate over its first uses since it was taken up, with
+  // Pace::steady_recent (`rate`: the latest one's): the second fastest of them (the only one
+  // after one use). Slow outliers are common (gets of 1 MiB at 72-100 us once in ~20 against
+  // 31-33, of 4 MiB at 170-270 us once in 3 or 4 against 118). From the kRecent-th use on the
+  // steady rate moves on slowly from there, as without steady_recent: read from the last few
+  // uses for a whole run, it let mechanisms within 10 % of each other take turns at 4 MiB.
+  static double held_recent(Bucket& b, double rate) {
+    b.recent[b.recent_n++] = rate;
+    double first = 0, second = 0;
+    for (int i = 0; i < b.recent_n; ++i) {
+      const double r = b.recent[static_cast<std::size_t>(i)];
+      if (r > first) second = first, first = r;
+      else if (r > second) second = r;
+    }
+    return b.recent_n == 1 ? first : second;
+  }
+  static double median3(const std::array<double, kBurstSamples>& v) {
+    return std::max(std::min(v[0], v[1]), std::min(std::max(v[0], v[1]), v[2]));
+  }
+
   // A sample of a burst of `mode` (not in use): the mode's rate from it (see kBurstSamples).
   static double burst_median(Bucket& b, int mode, double rate, bool& judged) {
     auto& count = b.burst_n[mode];
@@ -384,7 +423,7 @@ private:
     // to avoid, and a choice made between them could take the mode up on them.
     judged = count >= kBurstSamples;
     if (!judged) return b.rate[mode];
-    return std::max(std::min(v[0], v[1]), std::min(std::max(v[0], v[1]), v[2]));
+    return median3(v);
   }
 
   bool enabled(int m) const { return (enabled_ >> m & 1) != 0; }

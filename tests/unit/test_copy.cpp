@@ -366,6 +366,33 @@ TEST(CopyChooser, LargeGets_CloseWarmUpIsReMeasuredSoon_FarOneWaits) {
   EXPECT_GT(kept[3], 100) << "split " << kept[2] << ", streaming " << kept[3];
 }
 
+// Gets alone are judged against the held mechanism's last uses, not the warm-up it was chosen
+// on. Both ranks of a ping-pong warm up the same mechanisms in step, and a mechanism's speed
+// depends on what the other direction uses: 1 MiB gets, cores far apart, streaming stores ran
+// at 33 us a get in the warm-up and at 58-62 once the peer's gets went split, where the split
+// copy ran at 28-30. A benchmark's run of ~120 gets must move to the split copy within it.
+TEST(CopyChooser, GetsAlone_JudgedOnTheHeldMechanismsLastUses) {
+  using Traffic = CopyChooser::Traffic;
+  const std::size_t bytes = 1 << 20;
+  auto rate = [&](Mode m, int use) {
+    const bool warm_up = use < 16;
+    return warm_up ? FakeRates{12e9, 25e9, 30.4e9, 31.6e9}.of(m)
+                   : FakeRates{12e9, 24e9, 33.5e9, 17.5e9}.of(m);
+  };
+  CopyChooser c;
+  std::vector<int> uses(CopyChooser::kModes);
+  for (int i = 0; i < 120; ++i) {
+    const Mode m = c.choose(bytes, Traffic::alone);
+    ++uses[static_cast<int>(m)];
+    c.record(m, bytes, static_cast<double>(bytes) / rate(m, i), Traffic::alone);
+  }
+  // Streaming: its warm-up, two uses held, a burst re-measuring it. (Judged against the 33 us
+  // of its warm-up, the split copy's burst did not take over, and streaming held for ~60 gets.)
+  EXPECT_LE(uses[static_cast<int>(Mode::streaming)], 4 + 2 + 4 + 2);
+  EXPECT_GE(uses[static_cast<int>(Mode::split)], 90)
+      << "single " << uses[0] << ", chunks " << uses[1] << ", streaming " << uses[3];
+}
+
 // With Pace::rejudge_warmup and no burst_bytes, a mode known from its warm-up alone is
 // re-measured soon at any size: the node-shared collectives' path choice, whose point-to-point
 // path warms up its own copy chooser during its first calls (bcast of 4 MiB, two ranks: 560-790

@@ -61,9 +61,9 @@ public:
   static constexpr int kTraffics = 3;
 
   explicit CopyChooser(unsigned enabled = 0b1111)
-      : choices_{MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split)),
-                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split)),
-                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::single))} {}
+      : choices_{MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split, false)),
+                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split, true)),
+                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::single, false))} {}
 
   Mode choose(std::size_t bytes, Traffic t = Traffic::stream) {
     return static_cast<Mode>(of(t).choose(bytes));
@@ -77,15 +77,19 @@ public:
 
 private:
   // `initial`: the mode served until the first get ends, when enabled (else the last mode
-  // warmed up).
-  static MeasuredChoice<kModes>::Pace pace(unsigned enabled, Mode initial) {
+  // warmed up). `alone`: gets one at a time, whose held mechanism's steady rate starts from
+  // its first uses once held (Pace::steady_recent). Not for gets in a stream, whose first
+  // uses of a mechanism wait for the owner's sends now and then (64 KiB windows: a held
+  // mechanism's rate went from 9 to 25 GB/s and back).
+  static MeasuredChoice<kModes>::Pace pace(unsigned enabled, Mode initial, bool alone) {
     return {.period = 256,
             .burst = 4,
             .hysteresis = 0.10,
             .burst_bytes = 1 << 20,
             .rejudge_warmup = true,
             .initial = enabled >> static_cast<int>(initial) & 1 ? static_cast<int>(initial) : -1,
-            .judge_alike = true};
+            .judge_alike = true,
+            .steady_recent = alone};
   }
   MeasuredChoice<kModes>& of(Traffic t) { return choices_[static_cast<std::size_t>(t)]; }
   std::array<MeasuredChoice<kModes>, kTraffics> choices_;
