@@ -217,6 +217,7 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
     cfg.tune = p.tune_adaptive;
     cfg.cma = settings_.shm_cma;
+    cfg.huge_pages = settings_.shm_hugepages;
     cfg.copy = copy;
     shm_ = make_shm_transport(id(), cfg, sink, counters_);
     std::vector<std::byte> a = shm_->address();

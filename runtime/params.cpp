@@ -760,7 +760,7 @@ void store(Params& p, const Field& field, double v) {
 constexpr std::string_view kOtherVariables[] = {
     "RMP_TRANSPORTS", "RMP_PROFILE",         "RMP_CALIBRATE",    "RMP_SHM_CMA",
     "RMP_SHM_COPY",   "RMP_PROGRESS_THREAD", "RMP_PRINT_PARAMS", "RMP_STATS",
-    "RMP_LOG",        "RMP_COLL_STORE",      "RMP_COLL_CHECK"};
+    "RMP_LOG",        "RMP_COLL_STORE",      "RMP_COLL_CHECK",   "RMP_SHM_HUGEPAGES"};
 
 const std::vector<std::string>& known_variables() {
   static const std::vector<std::string> known = [] {
@@ -1004,6 +1004,7 @@ EnvSettings resolve_env_settings(const ParamsInput& in) {
 
   EnvSettings s;
   s.shm_cma = word("RMP_SHM_CMA", kZeroOne, 1) == 1;
+  s.shm_hugepages = word("RMP_SHM_HUGEPAGES", kZeroOne, 1) == 1;
   s.shm_copy = static_cast<ShmCopy>(word("RMP_SHM_COPY", kShmCopy, 0));
   s.coll_store = static_cast<CollStore>(word("RMP_COLL_STORE", kCollStore, 0));
   s.calibrate = word("RMP_CALIBRATE", kZeroOne, 1) == 1;

@@ -163,6 +163,7 @@ enum class LogLevel : std::uint8_t { off, warn, info, debug };
 
 struct EnvSettings {
   bool shm_cma = true;                  // RMP_SHM_CMA=0|1
+  bool shm_hugepages = true;            // RMP_SHM_HUGEPAGES=0|1
   ShmCopy shm_copy = ShmCopy::auto_;    // RMP_SHM_COPY=auto|single|chunks|split
   CollStore coll_store = CollStore::auto_;  // RMP_COLL_STORE=auto|cached|streaming
   bool calibrate = true;                // RMP_CALIBRATE=0|1

@@ -3,6 +3,9 @@
 #include "harness.hpp"
 #include "runtime/stats.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <chrono>
 #include <complex>
 #include <cstddef>
@@ -490,6 +493,84 @@ TEST(Rendezvous, SendrecvExchange_EveryByteArrives_ReadsAsTrafficBothWays) {
         << after.shm_gets_split - before.shm_gets_split << ")";
   } else if (!chooses) {
     EXPECT_EQ(both_ways, 0u) << "a forced mechanism";
+  }
+  w.barrier();
+}
+
+// Whether this kernel moves an anonymous 2 MiB block onto a huge page when asked
+// (MADV_COLLAPSE, Linux 6.1; RMP_SHM_HUGEPAGES relies on it).
+bool kernel_collapses() {
+  constexpr std::size_t kBlock = std::size_t{2} << 20;
+  std::vector<std::byte> v(3 * kBlock, std::byte{1});
+  const auto a = reinterpret_cast<std::uintptr_t>(v.data());
+  void* block = reinterpret_cast<void*>((a + kBlock - 1) & ~(kBlock - 1));
+  return ::madvise(block, kBlock, 25 /* MADV_COLLAPSE */) == 0;
+}
+
+// Rendezvous buffers used again and again, their contents new each time: from a 2 MiB block's
+// 16th use on the shm transport asks the kernel to put it on a huge page (RMP_SHM_HUGEPAGES,
+// default 1; only with cross-memory attach; huge_pages.hpp), in place, while the peer may be
+// reading other parts of it or writing into it. Ping-pongs, then windows of sends of one
+// buffer each way at once (its pages pinned by the peer's reads for a window's length): every
+// byte of every message arrives, and where the kernel collapses and nothing forbids it,
+// blocks were collapsed on every rank with a partner (the ping-pongs' buffers, asked while
+// nothing else reads them).
+TEST(Rendezvous, ReusedLargeBuffers_OnHugePages_EveryByteArrives) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  // Two whole 2 MiB blocks at least, wherever the allocation lands, and an odd length.
+  const std::size_t bytes = (6u << 20) + 13;
+  constexpr int kPingPongs = 20, kWindows = 3, kWindow = 4;
+  const rmp::rt::Counters before = rmp::rt::counters();
+  if (partner < n) {
+    std::vector<std::byte> out(bytes), in(bytes);
+    auto fill = [&](std::uint64_t k) {
+      const auto m = make_message<std::byte>(bytes, seed(r, partner, k, 0x8d));
+      std::copy(m.begin(), m.end(), out.begin());
+    };
+    for (int i = 0; i < kPingPongs; ++i) {
+      fill(static_cast<std::uint64_t>(i));
+      const bool first = r < partner;
+      if (first) w.send(out.data(), bytes, partner, 60);
+      w.recv(in.data(), bytes, partner, 60);
+      if (!first) w.send(out.data(), bytes, partner, 60);
+      EXPECT_TRUE(matches(in.data(), bytes, seed(partner, r, static_cast<std::uint64_t>(i), 0x8d)))
+          << "ping-pong " << i << " of " << bytes << " B from " << partner;
+    }
+    // Windows: every send of a window reads the same buffer; the receives go to buffers of
+    // their own (reused from window to window).
+    std::vector<std::vector<std::byte>> ins(kWindow, std::vector<std::byte>(bytes));
+    for (int k = 0; k < kWindows; ++k) {
+      const auto key = static_cast<std::uint64_t>(100 + k);
+      fill(key);
+      std::vector<rmp::Request> reqs;
+      for (int i = 0; i < kWindow; ++i)
+        reqs.push_back(w.irecv(ins[static_cast<std::size_t>(i)].data(), bytes, partner, 61));
+      for (int i = 0; i < kWindow; ++i) reqs.push_back(w.isend(out.data(), bytes, partner, 61));
+      rmp::wait_all(reqs);
+      for (int i = 0; i < kWindow; ++i)
+        EXPECT_TRUE(
+            matches(ins[static_cast<std::size_t>(i)].data(), bytes, seed(partner, r, key, 0x8d)))
+            << "window " << k << ", message " << i << " of " << bytes << " B from " << partner;
+    }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t blocks = after.shm_huge_blocks - before.shm_huge_blocks;
+  const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
+  if (partner < n && allowed && proto_of(bytes) == Proto::rndv) {
+    if (kernel_collapses()) {
+      EXPECT_GT(blocks, 0u) << "no 2 MiB block of a buffer used " << kPingPongs + kWindows
+                            << " times went onto a huge page, on rank " << r;
+    } else {
+      std::printf(
+          "[ note ] rank %d: this kernel does not collapse memory (MADV_COLLAPSE): "
+          "only the data were checked\n",
+          r);
+    }
+  } else if (!allowed) {
+    EXPECT_EQ(blocks, 0u) << "RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0";
   }
   w.barrier();
 }

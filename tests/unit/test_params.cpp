@@ -623,6 +623,7 @@ TEST(ParamsEnvironment, MalformedCliParams_Error) {
 TEST(ParamsEnvironment, EnvSettings_DefaultsAndValues) {
   EnvSettings s = resolve_env_settings(make_input());
   EXPECT_TRUE(s.shm_cma);
+  EXPECT_TRUE(s.shm_hugepages);
   EXPECT_EQ(s.shm_copy, ShmCopy::auto_);
   EXPECT_TRUE(s.calibrate);
   EXPECT_EQ(s.log_level, LogLevel::warn);
@@ -631,6 +632,7 @@ TEST(ParamsEnvironment, EnvSettings_DefaultsAndValues) {
   EXPECT_TRUE(s.transports.empty());
 
   s = resolve_env_settings(make_input("", {{"RMP_SHM_CMA", "0"},
+                                           {"RMP_SHM_HUGEPAGES", "0"},
                                            {"RMP_SHM_COPY", "chunks"},
                                            {"RMP_CALIBRATE", "0"},
                                            {"RMP_LOG", "debug"},
@@ -639,6 +641,7 @@ TEST(ParamsEnvironment, EnvSettings_DefaultsAndValues) {
                                            {"RMP_TRANSPORTS", "shm,tcp"},
                                            {"RMP_STATS", "json:/tmp/s-%r.json"}}));
   EXPECT_FALSE(s.shm_cma);
+  EXPECT_FALSE(s.shm_hugepages);
   EXPECT_EQ(s.shm_copy, ShmCopy::chunks);
   EXPECT_FALSE(s.calibrate);
   EXPECT_EQ(s.log_level, LogLevel::debug);
@@ -658,6 +661,10 @@ TEST(ParamsEnvironment, EnvSettings_MalformedValuesNameVariableAndChoices) {
     return "";
   };
   EXPECT_EQ(error_for("RMP_SHM_CMA", "2"), "RMP_SHM_CMA=2: unknown value (allowed 0|1)");
+  EXPECT_EQ(error_for("RMP_SHM_HUGEPAGES", "yes"),
+            "RMP_SHM_HUGEPAGES=yes: unknown value (allowed 0|1)");
+  EXPECT_NE(error_for("RMP_SHM_HUGEPAGE", "1").find("did you mean RMP_SHM_HUGEPAGES"),
+            std::string::npos);
   EXPECT_NE(error_for("RMP_SHM_COPY", "fast").find("auto|single|chunks|split"), std::string::npos);
   EXPECT_NE(error_for("RMP_LOG", "verbose").find("off|warn|info|debug"), std::string::npos);
   EXPECT_NE(error_for("RMP_TRANSPORTS", "shm,tpc").find("'tpc'"), std::string::npos);

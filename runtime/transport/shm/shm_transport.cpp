@@ -25,6 +25,7 @@
 #include "runtime/transport/shm/copy_chooser.hpp"
 #include "runtime/transport/shm/eager_stores.hpp"
 #include "runtime/transport/shm/get_tuner.hpp"
+#include "runtime/transport/shm/huge_pages.hpp"
 #include "runtime/transport/shm/shm_ring.hpp"
 
 namespace rmp::rt {
@@ -305,7 +306,8 @@ public:
     return v;
   }
   Endpoint* connect(int peer, std::span<const std::byte> peer_address) override;
-  RemoteKey register_memory(std::span<const std::byte>) override {
+  RemoteKey register_memory(std::span<const std::byte> region) override {
+    cma_buffer(region);
     RemoteKey k;
     k.len = sizeof pid_;
     std::memcpy(k.bytes.data(), &pid_, sizeof pid_);
@@ -315,6 +317,12 @@ public:
   int progress() override;
 
   // Used by endpoints.
+  // A rendezvous buffer (sent from, or received into) that cross-memory attach may read or
+  // write: its 2 MiB blocks go onto huge pages once used often (huge_pages.hpp).
+  void cma_buffer(std::span<const std::byte> region) {
+    if (cma_ok_)
+      c_.shm_huge_blocks += static_cast<std::uint64_t>(huge_.use(region.data(), region.size()));
+  }
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
   CopyChooser::Mode copy_mode(std::size_t len,
@@ -407,6 +415,7 @@ private:
   std::deque<CmaJob> cma_;
   CopyChooser chooser_;
   CopyChooser chunk_chooser_{CopyChooser::kChunkModes};  // once cross-memory attach is refused
+  HugePages huge_;
   GetTuner get_tuner_;
   std::size_t seg_chunk_bytes_, seg_nchunks_;  // pair geometry: room for every tuned setting
 };
@@ -513,6 +522,7 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
 
 TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
                          Completion* done, bool both_ways) {
+  t_.cma_buffer(local);
   if (local.empty()) {
     t_.complete_later(done, TStatus::ok);
     return TStatus::ok;
@@ -940,6 +950,7 @@ ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& 
       c_(c),
       cma_ok_(cfg.cma),
       chooser_(cfg.cma ? 0b1111u : CopyChooser::kChunkModes),
+      huge_(cfg.cma && cfg.huge_pages),
       get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * cfg.nchunks, cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
                                 : cfg.chunk_bytes),

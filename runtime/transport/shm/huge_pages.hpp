@@ -1,0 +1,149 @@
+// Huge pages under the buffers that cross-memory attach reads and writes (RMP_SHM_HUGEPAGES).
+//
+// process_vm_readv / process_vm_writev pin the other process's pages one 4 KiB page at a time
+// and copy page by page: ~180 ns a page on this project's VMs (a process reading its own 4 MiB
+// with process_vm_readv ran at 9-19 GB/s where memcpy ran at 43; on 2 MiB pages at 35-37).
+// Buffers an application sends from or receives into again and again (a halo buffer, a
+// benchmark's) are worth moving onto huge pages: the kernel's MADV_COLLAPSE (Linux 6.1) does
+// it in place, same contents, same addresses. But it costs: 0.35-0.6 ms a 2 MiB block here,
+// 4-6 ms when the kernel compacts memory first, against ~50-90 us a use saves. So:
+//  - only 2 MiB blocks wholly inside a rendezvous buffer (every page of such a block is the
+//    message's: nothing is populated that was not);
+//  - only from a block's kFirstTry-th use on (a buffer pool cycled through, each buffer used a
+//    few times, is not worth it: with the second use, cold 4 MiB windows ran at 3 GB/s instead
+//    of 15);
+//  - only while the time spent collapsing stays within kBudget of the time since the first
+//    rendezvous buffer (the cost of the last collapse counts as that of the next);
+//  - it may fail without harm: pages another process has pinned (its cross-memory attach
+//    running) are left as they are, and the block asks again later (due). A block the kernel
+//    will not collapse (not anonymous or shmem, MADV_NOHUGEPAGE) does not ask again, and four
+//    such refusals before any success (a kernel without MADV_COLLAPSE) end the asking.
+// One process's view, no locking: the transport calls it from its progress engine.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
+namespace rmp::rt::shm {
+
+class HugePages {
+public:
+  static constexpr std::uintptr_t kBlock = std::uintptr_t{2} << 20;
+  // Blocks remembered at most (each 2 MiB of buffer): past that, new blocks are not asked.
+  static constexpr std::size_t kMaxBlocks = 1 << 14;
+  static constexpr std::uint32_t kFirstTry = 16;
+  static constexpr std::uint32_t kLastTry = std::uint32_t{1} << 20;
+  static constexpr double kBudget = 0.05;
+
+  // The 2 MiB-aligned blocks wholly inside [p, p + n): [first, end) in steps of kBlock
+  // (first == end: none).
+  struct Blocks {
+    std::uintptr_t first, end;
+  };
+  static Blocks blocks_within(const void* p, std::size_t n) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t first = (a + kBlock - 1) & ~(kBlock - 1);
+    const std::uintptr_t end = (a + n) & ~(kBlock - 1);
+    return first < end ? Blocks{first, end} : Blocks{first, first};
+  }
+
+  // Whether a block asks at its `uses`-th use: at 2^k and 2^k + 1 uses from kFirstTry to
+  // kLastTry. A window of sends of one buffer (64 in flight) has the peer reading it the whole
+  // window long, and its pinned pages make the kernel refuse; the next window's first send
+  // finds them free, at 2^k + 1 uses for any window of up to 2^k sends.
+  static bool due(std::uint32_t uses) {
+    return uses >= kFirstTry && uses <= kLastTry + 1 &&
+           (std::has_single_bit(uses) || std::has_single_bit(uses - 1));
+  }
+
+  // What asking the kernel did: collapsed, refused for now (ask again later), or refused for
+  // good (this block).
+  enum class Outcome : std::uint8_t { collapsed, busy, never };
+  // The kernel call and the clock (seconds), replaceable for tests.
+  using Collapse = Outcome (*)(std::uintptr_t block);
+  using Clock = double (*)();
+  static Outcome madvise_collapse(std::uintptr_t block) {
+#ifndef MADV_COLLAPSE
+    constexpr int MADV_COLLAPSE = 25;  // Linux 6.1; older C library headers lack it
+#endif
+    if (::madvise(reinterpret_cast<void*>(block), kBlock, MADV_COLLAPSE) == 0)
+      return Outcome::collapsed;
+    // EAGAIN: pages pinned or locked for now; ENOMEM: no huge page free. EINVAL (memory the
+    // kernel will not collapse, or a kernel without MADV_COLLAPSE) and the rest: for good.
+    return errno == EAGAIN || errno == ENOMEM ? Outcome::busy : Outcome::never;
+  }
+  static double steady_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  explicit HugePages(bool enabled, Collapse collapse = &madvise_collapse,
+                     Clock clock = &steady_seconds)
+      : on_(enabled), collapse_(collapse), clock_(clock) {}
+
+  // A rendezvous buffer is about to be read or written by cross-memory attach. Returns the
+  // blocks collapsed by this call.
+  int use(const void* p, std::size_t n) {
+    if (!on_ || n < kBlock) return 0;
+    int done = 0;
+    const Blocks b = blocks_within(p, n);
+    for (std::uintptr_t a = b.first; a < b.end && on_; a += kBlock) {
+      auto it = blocks_.find(a);
+      if (it == blocks_.end()) {
+        if (blocks_.size() < kMaxBlocks) blocks_.emplace(a, 1u);
+        if (start_ == 0) start_ = clock_();
+        continue;
+      }
+      std::uint32_t& uses = it->second;
+      if (uses == kSettled) continue;
+      ++uses;
+      if (!due(uses)) continue;
+      const double now = clock_();
+      if (spent_ + last_cost_ > kBudget * (now - start_)) continue;  // asks at its next turn
+      const Outcome o = collapse_(a);
+      last_cost_ = clock_() - now;
+      spent_ += last_cost_;
+      switch (o) {
+        case Outcome::collapsed:
+          uses = kSettled;
+          ++done;
+          ever_collapsed_ = true;
+          break;
+        case Outcome::busy:
+          if (uses > kLastTry) uses = kSettled;
+          break;
+        case Outcome::never:
+          uses = kSettled;
+          // Refused for good again and again before anything collapsed: most likely a kernel
+          // without MADV_COLLAPSE (or THP off entirely), so stop asking.
+          if (!ever_collapsed_ && ++refused_ >= kRefusedBeforeOff) on_ = false;
+          break;
+      }
+    }
+    return done;
+  }
+
+  bool enabled() const { return on_; }
+  double seconds_spent() const { return spent_; }
+
+private:
+  static constexpr std::uint32_t kSettled = UINT32_MAX;  // collapsed, or no longer asked
+  static constexpr int kRefusedBeforeOff = 4;
+  bool on_;
+  bool ever_collapsed_ = false;
+  int refused_ = 0;
+  Collapse collapse_;
+  Clock clock_;
+  double start_ = 0;      // when the first rendezvous buffer came (clock_)
+  double spent_ = 0;      // seconds spent asking the kernel
+  double last_cost_ = 0;  // seconds the last ask took
+  std::unordered_map<std::uintptr_t, std::uint32_t> blocks_;
+};
+
+}  // namespace rmp::rt::shm

@@ -1,0 +1,159 @@
+// RMP_SHM_HUGEPAGES: which blocks of a rendezvous buffer are asked to go onto huge pages, and
+// when (runtime/transport/shm/huge_pages.hpp), the kernel call replaced by a fake.
+#include "runtime/transport/shm/huge_pages.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace {
+
+using rmp::rt::shm::HugePages;
+using Outcome = HugePages::Outcome;
+constexpr std::uintptr_t kBlock = HugePages::kBlock;
+
+// What the fake kernel answers per block, the calls it saw, and a clock: every use of a
+// buffer takes `use_seconds`, every call `collapse_seconds`.
+struct FakeKernel {
+  std::map<std::uintptr_t, Outcome> answer;  // default: collapsed
+  std::vector<std::uintptr_t> calls;
+  double now = 1.0, use_seconds = 1e-3, collapse_seconds = 0;
+};
+FakeKernel* kernel = nullptr;
+Outcome fake_collapse(std::uintptr_t block) {
+  kernel->calls.push_back(block);
+  kernel->now += kernel->collapse_seconds;
+  auto it = kernel->answer.find(block);
+  return it == kernel->answer.end() ? Outcome::collapsed : it->second;
+}
+double fake_clock() { return kernel->now; }
+
+struct HugePagesTest : ::testing::Test {
+  FakeKernel k;
+  void SetUp() override { kernel = &k; }
+  void TearDown() override { kernel = nullptr; }
+  static const void* at(std::uintptr_t a) { return reinterpret_cast<const void*>(a); }
+  static HugePages make(bool on = true) { return HugePages(on, &fake_collapse, &fake_clock); }
+  // One use of [p, p + n), the time of the use passing first.
+  static int use(HugePages& h, std::uintptr_t p, std::size_t n) {
+    kernel->now += kernel->use_seconds;
+    return h.use(at(p), n);
+  }
+  // Uses of one buffer up to (not including) the one that first asks.
+  static void before_first_try(HugePages& h, std::uintptr_t p, std::size_t n) {
+    for (std::uint32_t i = 1; i < HugePages::kFirstTry; ++i) use(h, p, n);
+  }
+};
+
+TEST_F(HugePagesTest, BlocksWithin_OnlyWholeAlignedBlocks) {
+  const std::uintptr_t base = 64 * kBlock;
+  auto count = [](HugePages::Blocks b) { return (b.end - b.first) / kBlock; };
+  EXPECT_EQ(count(HugePages::blocks_within(at(base), kBlock)), 1u);
+  EXPECT_EQ(count(HugePages::blocks_within(at(base), kBlock - 1)), 0u);
+  EXPECT_EQ(count(HugePages::blocks_within(at(base + 1), kBlock)), 0u);
+  EXPECT_EQ(count(HugePages::blocks_within(at(base + 4096), 4 * kBlock)), 3u);
+  const auto b = HugePages::blocks_within(at(base + 4096), 4 * kBlock);
+  EXPECT_EQ(b.first, base + kBlock);
+  EXPECT_EQ(b.end, base + 4 * kBlock);
+  EXPECT_EQ(count(HugePages::blocks_within(at(base - 1), 2 * kBlock + 2)), 2u);
+  EXPECT_EQ(count(HugePages::blocks_within(at(base), 0)), 0u);
+}
+
+// A buffer's blocks are asked from their kFirstTry-th use on, once each when the kernel
+// collapses them; buffers smaller than a block are never looked at; disabled, nothing is asked.
+TEST_F(HugePagesTest, AskedFromTheFirstTryOn_CollapsedOnce) {
+  HugePages h = make();
+  const std::uintptr_t base = 10 * kBlock + 4096;
+  before_first_try(h, base, 3 * kBlock);
+  EXPECT_TRUE(k.calls.empty()) << "fewer uses than kFirstTry";
+  EXPECT_EQ(use(h, base, 3 * kBlock), 2) << "both whole blocks";
+  EXPECT_EQ(k.calls, (std::vector<std::uintptr_t>{11 * kBlock, 12 * kBlock}));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(use(h, base, 3 * kBlock), 0);
+  EXPECT_EQ(k.calls.size(), 2u) << "collapsed blocks are not asked again";
+  for (int i = 0; i < 40; ++i) use(h, 20 * kBlock, kBlock - 1);
+  EXPECT_EQ(k.calls.size(), 2u) << "smaller than a block";
+  HugePages off = make(false);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(use(off, 30 * kBlock, 4 * kBlock), 0);
+  EXPECT_EQ(k.calls.size(), 2u) << "RMP_SHM_HUGEPAGES=0";
+}
+
+// Collapsing takes at most kBudget of the time since the first buffer came: a pool of buffers
+// each used a little more than kFirstTry times, every collapse taking 4 ms (the kernel
+// compacting memory) against 1 ms a use, collapses some blocks, not all, and the time spent
+// stays within the budget (plus one collapse, whose cost is known only once it is over).
+TEST_F(HugePagesTest, CollapsingStaysWithinItsBudget) {
+  HugePages h = make();
+  k.collapse_seconds = 4e-3;
+  const double start = k.now;
+  constexpr int kBuffers = 64;
+  for (std::uint32_t round = 0; round < HugePages::kFirstTry + 2; ++round)
+    for (int b = 0; b < kBuffers; ++b)
+      use(h, (1000 + 4 * static_cast<std::uintptr_t>(b)) * kBlock, 2 * kBlock);
+  const double elapsed = k.now - start;
+  EXPECT_GT(k.calls.size(), 0u);
+  EXPECT_LT(k.calls.size(), 2u * kBuffers) << "not every block at 4 ms each";
+  EXPECT_LE(h.seconds_spent(), HugePages::kBudget * elapsed + k.collapse_seconds);
+  // Cheap collapses (0.4 ms): all of them within the same budget.
+  FakeKernel cheap;
+  cheap.collapse_seconds = 0.4e-3;
+  kernel = &cheap;
+  HugePages g = make();
+  for (std::uint32_t round = 0; round < HugePages::kFirstTry + 2; ++round)
+    for (int b = 0; b < 8; ++b)
+      use(g, (1000 + 4 * static_cast<std::uintptr_t>(b)) * kBlock, 2 * kBlock);
+  EXPECT_EQ(cheap.calls.size(), 16u);
+  kernel = &k;
+}
+
+// Pages pinned by the peer's cross-memory attach (a window of sends of one buffer): the kernel
+// refuses for now, and the block asks again at 2^k and 2^k + 1 uses, so that a window of up
+// to 2^k sends has its next window's first send ask.
+TEST_F(HugePagesTest, BusyBlocksAskAgainAtWindowStarts) {
+  HugePages h = make();
+  const std::uintptr_t block = 40 * kBlock;
+  k.answer[block] = Outcome::busy;
+  std::vector<std::uint32_t> asked_at;
+  for (std::uint32_t n = 1; n <= 200; ++n) {
+    const std::size_t before = k.calls.size();
+    use(h, block, kBlock);
+    if (k.calls.size() != before) asked_at.push_back(n);
+  }
+  EXPECT_EQ(asked_at, (std::vector<std::uint32_t>{16, 17, 32, 33, 64, 65, 128, 129}));
+  // Windows of 64: the 129th use (the third window's first send) finds the pages free.
+  k.answer.erase(block);
+  for (std::uint32_t n = 201; n <= 300; ++n) use(h, block, kBlock);
+  EXPECT_EQ(k.calls.back(), block);
+  const std::size_t calls = k.calls.size();
+  for (int i = 0; i < 1000; ++i) use(h, block, kBlock);
+  EXPECT_EQ(k.calls.size(), calls) << "collapsed at its 256th use: asked no more";
+  EXPECT_FALSE(HugePages::due(HugePages::kFirstTry - 1));
+  EXPECT_TRUE(HugePages::due(HugePages::kLastTry + 1));
+  EXPECT_FALSE(HugePages::due(HugePages::kLastTry + 2));
+}
+
+// A block the kernel will not collapse is not asked again; four such refusals before any
+// success (a kernel without MADV_COLLAPSE) end the asking for every block.
+TEST_F(HugePagesTest, RefusedForGood_NotAskedAgain_FourBeforeAnySuccessStopAll) {
+  auto block = [](int b) { return (100 + static_cast<std::uintptr_t>(b)) * kBlock; };
+  for (int b = 0; b < 4; ++b) k.answer[block(b)] = Outcome::never;
+  HugePages h = make();
+  for (int i = 0; i < 40; ++i) use(h, block(0), kBlock);
+  EXPECT_EQ(k.calls.size(), 1u) << "refused for good: asked once";
+  EXPECT_TRUE(h.enabled());
+  for (int b = 1; b < 4; ++b)
+    for (int i = 0; i < 20; ++i) use(h, block(b), kBlock);
+  EXPECT_FALSE(h.enabled());
+  const std::size_t calls = k.calls.size();
+  for (int i = 0; i < 40; ++i) use(h, 200 * kBlock, kBlock);
+  EXPECT_EQ(k.calls.size(), calls) << "off: a collapsible block is not asked either";
+  // After one success, refusals only settle their own blocks.
+  HugePages g = make();
+  for (int i = 0; i < 20; ++i) use(g, 300 * kBlock, kBlock);
+  for (int b = 0; b < 4; ++b)
+    for (int i = 0; i < 20; ++i) use(g, block(b), kBlock);
+  EXPECT_TRUE(g.enabled());
+}
+
+}  // namespace
