@@ -217,7 +217,9 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
     cfg.tune = p.tune_adaptive;
     cfg.cma = settings_.shm_cma;
-    cfg.huge_pages = settings_.shm_hugepages;
+    if (settings_.shm_cma && settings_.shm_hugepages)
+      huge_pages_ = std::make_unique<HugePages>(true);
+    cfg.huge_pages = huge_pages_.get();
     cfg.copy = copy;
     shm_ = make_shm_transport(id(), cfg, sink, counters_);
     std::vector<std::byte> a = shm_->address();

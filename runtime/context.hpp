@@ -13,6 +13,7 @@
 
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/calibration.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/params.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/transport/transport.hpp"
@@ -62,6 +63,9 @@ public:
   const Calibration& calibration() const { return calibration_; }
   std::vector<ParamInfo> effective_params(std::string_view transport) const;
   Counters& counters() { return counters_; }
+  // Huge pages under buffers other ranks of this node read or write by cross-memory attach
+  // (RMP_SHM_HUGEPAGES; runtime/huge_pages.hpp): null when off, or before start().
+  HugePages* huge_pages() { return huge_pages_.get(); }
   bool oversubscribed() const { return oversubscribed_; }
   // This node's ranks per core: local ranks over cores when oversubscribed, else 1.
   double ranks_per_core() const {
@@ -163,6 +167,7 @@ private:
   bool oversubscribed_ = false;
   int local_cores_ = 1;
   std::string stats_path_;  // RMP_STATS=json:PATH expanded for this rank; "" otherwise
+  std::unique_ptr<HugePages> huge_pages_;  // before the transports, which point to it
   std::unique_ptr<Transport> self_, shm_;
   std::vector<Endpoint*> endpoints_;  // by world rank; null until first use
 };

@@ -32,7 +32,8 @@ struct Counters {
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_gets_waited = 0;      // gets that waited for another mechanism's to end
   std::uint64_t shm_gets_both_ways = 0;   // gets started with traffic both ways (RMP_SHM_COPY=auto)
-  std::uint64_t shm_huge_blocks = 0;      // 2 MiB blocks of rendezvous buffers put on huge pages
+  std::uint64_t shm_huge_blocks = 0;      // 2 MiB blocks of buffers that others read or write
+                                          // by cross-memory attach put on huge pages
   std::uint64_t shm_eager_streamed = 0;   // eager payloads stored with streaming stores
   std::uint64_t shm_eager_timed = 0;      // eager payloads timed for the store choice
   std::uint64_t shm_segments = 0;         // pair segments this rank mapped

@@ -92,6 +92,61 @@ TEST(CollData, Bcast_EveryRootAndSize) {
     }
 }
 
+// Large buffers used again and again (a solver's, a benchmark's), new values each call: the
+// direct paths publish them for the other ranks to read or write with cross-memory attach,
+// and from a 2 MiB block's 16th use on they ask the kernel to move it onto a huge page in
+// place (RMP_SHM_HUGEPAGES; runtime/huge_pages.hpp), while the other ranks may be reading
+// them. Every element of every call arrives; a root that published its buffer through the
+// direct path 16 times or more, where the kernel collapses and nothing forbids it, moved
+// some block.
+TEST(CollData, ReusedLargeBuffers_BcastAllreduceAllgather_EveryElementArrives) {
+  const rmp::Comm& w = rmp::world();
+  const int n = size(), r = rank();
+  constexpr int kCalls = 17;  // a block asks at its 16th and 17th use
+  const std::size_t count = (std::size_t{6} << 20) / sizeof(double) + 3;
+  const std::size_t reduced_count = (std::size_t{4} << 20) / sizeof(double) + 3;
+  std::vector<double> buf(count), in(reduced_count), out(reduced_count);
+  const rmp::rt::Counters before = rmp::rt::counters();
+  for (int i = 0; i < kCalls; ++i) {
+    const std::uint64_t s = seed(0, -1, count, 40 + static_cast<std::uint64_t>(i));
+    if (r == 0) {
+      const auto m = make_message<double>(count, s);
+      std::copy(m.begin(), m.end(), buf.begin());
+    }
+    w.bcast(buf.data(), count, 0);
+    ASSERT_TRUE(matches(buf.data(), count, s)) << "bcast " << i << " of " << count << " doubles";
+  }
+  const rmp::rt::Counters after_bcast = rmp::rt::counters();
+  for (int i = 0; i < kCalls; ++i) {
+    const auto salt = 50 + static_cast<std::uint64_t>(i);
+    for (std::size_t k = 0; k < reduced_count; ++k)
+      in[k] = exact_value<double>(Op::sum, r, k, salt);
+    w.allreduce(in.data(), out.data(), reduced_count, Op::sum);
+    ASSERT_TRUE(reduced(out.data(), Op::sum, 0, n, 0, reduced_count, salt)) << "allreduce " << i;
+  }
+  const std::size_t block = (std::size_t{2} << 20) / sizeof(double) + 1;
+  std::vector<double> mine(block), all(block * static_cast<std::size_t>(n));
+  for (int i = 0; i < kCalls; ++i) {
+    const auto key = [&](int q) { return seed(q, -1, block, 60 + static_cast<std::uint64_t>(i)); };
+    const auto m = make_message<double>(block, key(r));
+    std::copy(m.begin(), m.end(), mine.begin());
+    w.allgather(mine.data(), block, all.data());
+    for (int q = 0; q < n; ++q)
+      ASSERT_TRUE(matches(all.data() + static_cast<std::size_t>(q) * block, block, key(q)))
+          << "allgather " << i << ", block of rank " << q;
+  }
+  const std::uint64_t direct = after_bcast.coll_direct_path - before.coll_direct_path;
+  const std::uint64_t blocks = after_bcast.shm_huge_blocks - before.shm_huge_blocks;
+  const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
+  if (r == 0 && n > 1 && allowed && direct >= 16 && kernel_collapses_memory()) {
+    EXPECT_GT(blocks, 0u) << direct << " bcasts through the direct path at the root";
+  }
+  if (!allowed) {
+    EXPECT_EQ(rmp::rt::counters().shm_huge_blocks - before.shm_huge_blocks, 0u);
+  }
+  w.barrier();
+}
+
 // Many small bcasts back to back, roots rotating, sizes around the node-shared path's slot
 // (1 KiB) and 0: a root may run up to a ring of slots ahead of its receivers, and slots are
 // reused by the next roots; every rank must still see every call's data.

@@ -1,6 +1,7 @@
 // The SPMD GoogleTest main and the helpers declared in harness.hpp.
 #include "harness.hpp"
 
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -188,6 +190,14 @@ bool cma_between_ranks(const rmp::Comm& w) {
 bool env_is(const char* var, const char* value) {
   const char* v = std::getenv(var);
   return v != nullptr && std::strcmp(v, value) == 0;
+}
+
+bool kernel_collapses_memory() {
+  constexpr std::size_t kBlock = std::size_t{2} << 20;
+  std::vector<std::byte> v(3 * kBlock, std::byte{1});
+  const auto a = reinterpret_cast<std::uintptr_t>(v.data());
+  void* block = reinterpret_cast<void*>((a + kBlock - 1) & ~(kBlock - 1));
+  return ::madvise(block, kBlock, 25 /* MADV_COLLAPSE */) == 0;
 }
 
 std::uint64_t sum_over_ranks(std::uint64_t v) {

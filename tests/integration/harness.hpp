@@ -169,6 +169,9 @@ bool env_is(const char* var, const char* value);
 // the direct collective paths find it: RMP_SHM_CMA may allow it where ptrace rules (Yama's
 // ptrace_scope, a container's seccomp) forbid it. Collective.
 bool cma_between_ranks(const rmp::Comm& w);
+// Whether this kernel moves an anonymous 2 MiB block onto a huge page when asked
+// (MADV_COLLAPSE, Linux 6.1; what RMP_SHM_HUGEPAGES relies on).
+bool kernel_collapses_memory();
 // Whether `ranks` ranks on this node have a core each, counted as rlaunch counts them for
 // RMP_LOCAL_CORES on this test machine (the online CPUs; unknown counts as yes).
 bool ranks_have_own_cores(int ranks);

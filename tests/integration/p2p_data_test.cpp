@@ -3,8 +3,6 @@
 #include "harness.hpp"
 #include "runtime/stats.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <complex>
@@ -497,16 +495,6 @@ TEST(Rendezvous, SendrecvExchange_EveryByteArrives_ReadsAsTrafficBothWays) {
   w.barrier();
 }
 
-// Whether this kernel moves an anonymous 2 MiB block onto a huge page when asked
-// (MADV_COLLAPSE, Linux 6.1; RMP_SHM_HUGEPAGES relies on it).
-bool kernel_collapses() {
-  constexpr std::size_t kBlock = std::size_t{2} << 20;
-  std::vector<std::byte> v(3 * kBlock, std::byte{1});
-  const auto a = reinterpret_cast<std::uintptr_t>(v.data());
-  void* block = reinterpret_cast<void*>((a + kBlock - 1) & ~(kBlock - 1));
-  return ::madvise(block, kBlock, 25 /* MADV_COLLAPSE */) == 0;
-}
-
 // Rendezvous buffers used again and again, their contents new each time: from a 2 MiB block's
 // 16th use on the shm transport asks the kernel to put it on a huge page (RMP_SHM_HUGEPAGES,
 // default 1; only with cross-memory attach; huge_pages.hpp), in place, while the peer may be
@@ -560,7 +548,7 @@ TEST(Rendezvous, ReusedLargeBuffers_OnHugePages_EveryByteArrives) {
   const std::uint64_t blocks = after.shm_huge_blocks - before.shm_huge_blocks;
   const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
   if (partner < n && allowed && proto_of(bytes) == Proto::rndv) {
-    if (kernel_collapses()) {
+    if (kernel_collapses_memory()) {
       EXPECT_GT(blocks, 0u) << "no 2 MiB block of a buffer used " << kPingPongs + kWindows
                             << " times went onto a huge page, on rank " << r;
     } else {

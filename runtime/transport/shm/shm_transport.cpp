@@ -20,12 +20,12 @@
 
 #include "runtime/copy.hpp"
 #include "runtime/fast_clock.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/log.hpp"
 #include "runtime/shared_memory.hpp"
 #include "runtime/transport/shm/copy_chooser.hpp"
 #include "runtime/transport/shm/eager_stores.hpp"
 #include "runtime/transport/shm/get_tuner.hpp"
-#include "runtime/transport/shm/huge_pages.hpp"
 #include "runtime/transport/shm/shm_ring.hpp"
 
 namespace rmp::rt {
@@ -320,8 +320,8 @@ public:
   // A rendezvous buffer (sent from, or received into) that cross-memory attach may read or
   // write: its 2 MiB blocks go onto huge pages once used often (huge_pages.hpp).
   void cma_buffer(std::span<const std::byte> region) {
-    if (cma_ok_)
-      c_.shm_huge_blocks += static_cast<std::uint64_t>(huge_.use(region.data(), region.size()));
+    if (cma_ok_ && huge_)
+      c_.shm_huge_blocks += static_cast<std::uint64_t>(huge_->use(region.data(), region.size()));
   }
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
@@ -415,7 +415,7 @@ private:
   std::deque<CmaJob> cma_;
   CopyChooser chooser_;
   CopyChooser chunk_chooser_{CopyChooser::kChunkModes};  // once cross-memory attach is refused
-  HugePages huge_;
+  HugePages* huge_;                                      // the process's (Context), or null: off
   GetTuner get_tuner_;
   std::size_t seg_chunk_bytes_, seg_nchunks_;  // pair geometry: room for every tuned setting
 };
@@ -950,7 +950,7 @@ ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& 
       c_(c),
       cma_ok_(cfg.cma),
       chooser_(cfg.cma ? 0b1111u : CopyChooser::kChunkModes),
-      huge_(cfg.cma && cfg.huge_pages),
+      huge_(cfg.cma ? cfg.huge_pages : nullptr),
       get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * cfg.nchunks, cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
                                 : cfg.chunk_bytes),

@@ -12,6 +12,8 @@
 
 namespace rmp::rt {
 
+class HugePages;
+
 struct ShmConfig {
   enum class Copy { automatic, single, chunks, split, streaming };
   std::size_t ring_lines = 256;      // sq_depth rounded up to a power of two
@@ -19,7 +21,7 @@ struct ShmConfig {
   std::size_t chunk_bytes = 1 << 17;  // fragment_size: chunk of the pipelined copy
   std::size_t nchunks = 2;            // pipeline_depth: chunks in flight
   bool cma = true;                    // RMP_SHM_CMA
-  bool huge_pages = true;             // RMP_SHM_HUGEPAGES (huge_pages.hpp)
+  HugePages* huge_pages = nullptr;    // RMP_SHM_HUGEPAGES (runtime/huge_pages.hpp); null: off
   Copy copy = Copy::automatic;        // RMP_SHM_COPY (automatic: measured per size class)
   bool tune = false;                  // RMP_TUNE=adaptive: chunk size and depth per size bucket
 };

@@ -12,25 +12,31 @@
 //  - only from a block's kFirstTry-th use on (a buffer pool cycled through, each buffer used a
 //    few times, is not worth it: with the second use, cold 4 MiB windows ran at 3 GB/s instead
 //    of 15);
-//  - only while the time spent collapsing stays within kBudget of the time since the first
-//    rendezvous buffer (the cost of the last collapse counts as that of the next);
+//  - at most kBudget of the time, with a burst of kBurst seconds at most (a token bucket:
+//    a budget counted from a run's start let a 16 MiB allreduce late in a benchmark's run
+//    spend 48 ms collapsing among 50 calls of 1.5 ms);
 //  - it may fail without harm: pages another process has pinned (its cross-memory attach
 //    running) are left as they are, and the block asks again later (due). A block the kernel
 //    will not collapse (not anonymous or shmem, MADV_NOHUGEPAGE) does not ask again, and four
 //    such refusals before any success (a kernel without MADV_COLLAPSE) end the asking.
-// One process's view, no locking: the transport calls it from its progress engine.
+// One per process (rt::Context owns it): the shm transport asks for its rendezvous buffers,
+// the node-shared collectives' direct paths for the buffers they publish to the other ranks;
+// a mutex, as a progress thread may run the one while the application runs the other.
 #pragma once
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <unordered_map>
 
-namespace rmp::rt::shm {
+namespace rmp::rt {
 
 class HugePages {
 public:
@@ -40,6 +46,7 @@ public:
   static constexpr std::uint32_t kFirstTry = 16;
   static constexpr std::uint32_t kLastTry = std::uint32_t{1} << 20;
   static constexpr double kBudget = 0.05;
+  static constexpr double kBurst = 4e-3;
 
   // The 2 MiB-aligned blocks wholly inside [p, p + n): [first, end) in steps of kBlock
   // (first == end: none).
@@ -87,17 +94,20 @@ public:
                      Clock clock = &steady_seconds)
       : on_(enabled), collapse_(collapse), clock_(clock) {}
 
-  // A rendezvous buffer is about to be read or written by cross-memory attach. Returns the
+  HugePages(const HugePages&) = delete;
+  HugePages& operator=(const HugePages&) = delete;
+
+  // A buffer another process is about to read or write by cross-memory attach. Returns the
   // blocks collapsed by this call.
   int use(const void* p, std::size_t n) {
     if (!on_ || n < kBlock) return 0;
+    std::lock_guard g(mu_);
     int done = 0;
     const Blocks b = blocks_within(p, n);
     for (std::uintptr_t a = b.first; a < b.end && on_; a += kBlock) {
       auto it = blocks_.find(a);
       if (it == blocks_.end()) {
         if (blocks_.size() < kMaxBlocks) blocks_.emplace(a, 1u);
-        if (start_ == 0) start_ = clock_();
         continue;
       }
       std::uint32_t& uses = it->second;
@@ -105,10 +115,14 @@ public:
       ++uses;
       if (!due(uses)) continue;
       const double now = clock_();
-      if (spent_ + last_cost_ > kBudget * (now - start_)) continue;  // asks at its next turn
+      if (last_ == 0) last_ = now;
+      tokens_ = std::min(kBurst, tokens_ + kBudget * (now - last_));
+      last_ = now;
+      if (tokens_ <= 0) continue;  // asks at its next turn
       const Outcome o = collapse_(a);
-      last_cost_ = clock_() - now;
-      spent_ += last_cost_;
+      const double cost = clock_() - now;
+      tokens_ -= cost;
+      spent_ += cost;
       switch (o) {
         case Outcome::collapsed:
           uses = kSettled;
@@ -130,20 +144,24 @@ public:
   }
 
   bool enabled() const { return on_; }
-  double seconds_spent() const { return spent_; }
+  double seconds_spent() const {
+    std::lock_guard g(mu_);
+    return spent_;
+  }
 
 private:
   static constexpr std::uint32_t kSettled = UINT32_MAX;  // collapsed, or no longer asked
   static constexpr int kRefusedBeforeOff = 4;
-  bool on_;
+  mutable std::mutex mu_;
+  std::atomic<bool> on_;
   bool ever_collapsed_ = false;
   int refused_ = 0;
   Collapse collapse_;
   Clock clock_;
-  double start_ = 0;      // when the first rendezvous buffer came (clock_)
-  double spent_ = 0;      // seconds spent asking the kernel
-  double last_cost_ = 0;  // seconds the last ask took
+  double tokens_ = kBurst;  // seconds of asking the kernel may take now
+  double last_ = 0;         // when tokens_ was last filled (clock_; 0: never)
+  double spent_ = 0;        // seconds spent asking the kernel
   std::unordered_map<std::uintptr_t, std::uint32_t> blocks_;
 };
 
-}  // namespace rmp::rt::shm
+}  // namespace rmp::rt
