@@ -7,14 +7,14 @@
 // benchmark's) are worth moving onto huge pages: the kernel's MADV_COLLAPSE (Linux 6.1) does
 // it in place, same contents, same addresses. But it costs: 0.35-0.6 ms a 2 MiB block here,
 // 4-6 ms when the kernel compacts memory first, against ~50-90 us a use saves. So:
-//  - only 2 MiB blocks wholly inside a rendezvous buffer (every page of such a block is the
-//    message's: nothing is populated that was not);
+//  - only 2 MiB blocks wholly inside the buffer (every page of such a block is the message's:
+//    nothing is populated that was not);
 //  - only from a block's kFirstTry-th use on (a buffer pool cycled through, each buffer used a
 //    few times, is not worth it: with the second use, cold 4 MiB windows ran at 3 GB/s instead
 //    of 15);
 //  - at most kBudget of the time, with a burst of kBurst seconds at most (a token bucket:
 //    a budget counted from a run's start let a 16 MiB allreduce late in a benchmark's run
-//    spend 48 ms collapsing among 50 calls of 1.5 ms);
+//    spend it at once, 2.1 ms a call against 1.5);
 //  - it may fail without harm: pages another process has pinned (its cross-memory attach
 //    running) are left as they are, and the block asks again later (due). A block the kernel
 //    will not collapse (not anonymous or shmem, MADV_NOHUGEPAGE) does not ask again, and four
