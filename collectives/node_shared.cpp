@@ -17,6 +17,7 @@
 #include "collectives/half.hpp"
 #include "collectives/reduce_ops.hpp"
 #include "runtime/copy.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/measured_choice.hpp"
 #include "runtime/node_segment.hpp"
 

@@ -14,6 +14,7 @@
 #include <rmp/rmp.hpp>
 
 #include "runtime/copy.hpp"
+#include "runtime/huge_pages.hpp"
 #include "runtime/log.hpp"
 #include "runtime/spin.hpp"
 #include "runtime/stats_path.hpp"

@@ -13,12 +13,13 @@
 
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/calibration.hpp"
-#include "runtime/huge_pages.hpp"
 #include "runtime/params.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/transport/transport.hpp"
 
 namespace rmp::rt {
+
+class HugePages;  // runtime/huge_pages.hpp
 
 class Context {
 public:

@@ -1,7 +1,8 @@
 // The SPMD GoogleTest main and the helpers declared in harness.hpp.
 #include "harness.hpp"
 
-#include <sys/mman.h>
+#include "runtime/huge_pages.hpp"
+
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -9,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -193,11 +193,10 @@ bool env_is(const char* var, const char* value) {
 }
 
 bool kernel_collapses_memory() {
-  constexpr std::size_t kBlock = std::size_t{2} << 20;
-  std::vector<std::byte> v(3 * kBlock, std::byte{1});
-  const auto a = reinterpret_cast<std::uintptr_t>(v.data());
-  void* block = reinterpret_cast<void*>((a + kBlock - 1) & ~(kBlock - 1));
-  return ::madvise(block, kBlock, 25 /* MADV_COLLAPSE */) == 0;
+  using rmp::rt::HugePages;
+  std::vector<std::byte> v(3 * HugePages::kBlock, std::byte{1});
+  return HugePages::madvise_collapse(HugePages::blocks_within(v.data(), v.size()).first) ==
+         HugePages::Outcome::collapsed;
 }
 
 std::uint64_t sum_over_ranks(std::uint64_t v) {

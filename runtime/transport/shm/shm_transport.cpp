@@ -950,7 +950,7 @@ ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& 
       c_(c),
       cma_ok_(cfg.cma),
       chooser_(cfg.cma ? 0b1111u : CopyChooser::kChunkModes),
-      huge_(cfg.cma ? cfg.huge_pages : nullptr),
+      huge_(cfg.huge_pages),
       get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * cfg.nchunks, cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
                                 : cfg.chunk_bytes),
