@@ -1062,10 +1062,10 @@ TransportLimits declared_limits(std::string_view transport) {
   // The NIC moves verbs data itself, so one fragment in flight already overlaps both ends;
   // chunked copies (shm, tcp) need two so the two ranks' copies overlap.
   if (transport == "verbs") limits.min_pipeline_depth = 1;
-  // What a rank computes (Context::shm_limits): a 64-byte ring line less its 12-byte line
+  // What a rank computes (Context::shm_limits): a 64-byte ring line less its 20-byte line
   // header and p2p's 16-byte eager header. (rinfo and rlaunch link neither; test
   // KnobEffects.InlineThreshold_DeclaredIsWhatAJobUses holds the two together.)
-  if (transport == "shm") limits.single_unit_inline = 36;
+  if (transport == "shm") limits.single_unit_inline = 28;
   return limits;
 }
 

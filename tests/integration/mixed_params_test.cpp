@@ -15,7 +15,7 @@ namespace {
 using namespace itest;
 
 // Both ranks' protocol edges: inline (≤ 1024), eager (0 or 1 MiB), the pair ring's 64 KiB.
-const std::vector<std::size_t> kSizes = {0,     1,      36,      1023,    1024,    1025,
+const std::vector<std::size_t> kSizes = {0,     1,      28,      1023,    1024,    1025,
                                          4095,  4096,   4097,    65535,   65536,   65537,
                                          70000, 100000, 1048575, 1048576, 1048577, (3u << 20) + 5};
 

@@ -166,7 +166,8 @@ TEST(KnobEffects, EveryKnob_TestedHereOrNamedWithTheReason) {
 }
 
 // rinfo --params --transport shm (declared limits) shows the inline threshold a job on shm
-// uses (the ring line less the line's and p2p's headers); it said 44 where jobs used 36.
+// uses (the ring line less the line's and p2p's headers); it said 44 where jobs used 36 (28 since
+// the line header grew to 20 bytes).
 TEST(KnobEffects, InlineThreshold_DeclaredIsWhatAJobUses) {
   rmp::rt::ParamsInput in;
   in.transport = "shm";

@@ -124,6 +124,156 @@ TEST(ShmRing, RandomMixAcrossManyLaps_DeliversExactlyInOrder) {
   EXPECT_TRUE(q.empty());
 }
 
+// Both directions of a pair as two ranks hold them: each side's producer echoes where its
+// consumer has read to, and learns from the other side's lines where its own were read.
+struct PairRings {
+  RingMemory ab{64, 1 << 13}, ba{64, 1 << 13};
+  RingProducer a_out{ab.layout}, b_out{ba.layout};
+  RingConsumer a_in{ba.layout}, b_in{ab.layout};
+  PairRings() {
+    pair_rings(a_out, a_in);
+    pair_rings(b_out, b_in);
+  }
+};
+
+// The byte-ring position a line at `idx` carries (its payload went by copy).
+std::uint64_t data_position(const RingMemory& mem, std::size_t idx) {
+  std::uint64_t dpos;
+  std::memcpy(&dpos, mem.lines[idx].body, 8);
+  return dpos;
+}
+
+// A ping-pong keeps to the ring's first kHotLines lines once the echoes say the ring is idle,
+// and starts every copied payload at the byte ring's start; every message arrives intact.
+TEST(ShmRing, PingPongOfAPair_KeepsToTheHotLines) {
+  PairRings pr;
+  std::deque<Msg> to_b, to_a;
+  std::vector<std::byte> hdr(16, std::byte{7});
+  std::vector<std::uint64_t> seq_before(64);
+  for (int i = 0; i < 2000; ++i) {
+    if (i == 10)
+      for (std::size_t l = 0; l < 64; ++l) seq_before[l] = pr.ab.lines[l].seq.load();
+    const bool copied = i % 3 == 0;  // every third payload through the byte ring
+    Msg m{1, hdr, bytes_of_value(copied ? 100 + i % 50 : 8, static_cast<std::uint32_t>(i))};
+    ASSERT_EQ(pr.a_out.push(m.am, m.hdr, m.payload, !copied), TStatus::ok);
+    // Where it went: the line the consumer is about to read.
+    const std::size_t at = *pr.b_in.position() & 63;
+    if (i >= 10) {
+      EXPECT_LT(at, kHotLines) << "message " << i;
+      if (copied) {
+        EXPECT_EQ(data_position(pr.ab, at) % pr.ab.data.size(), 0u) << "message " << i;
+      }
+    }
+    to_b.push_back(std::move(m));
+    ASSERT_EQ(drain(pr.b_in, to_b), 1);
+    Msg r{2, hdr, bytes_of_value(8, static_cast<std::uint32_t>(~i))};
+    ASSERT_EQ(pr.b_out.push(r.am, r.hdr, r.payload, true), TStatus::ok);
+    to_a.push_back(std::move(r));
+    ASSERT_EQ(drain(pr.a_in, to_a), 1);
+  }
+  for (std::size_t l = kHotLines; l < 64; ++l)
+    EXPECT_EQ(pr.ab.lines[l].seq.load(), seq_before[l]) << "line " << l << " written again";
+  for (std::size_t l = 0; l < kHotLines; ++l)
+    EXPECT_NE(pr.ab.lines[l].seq.load(), seq_before[l]) << "hot line " << l << " unused";
+}
+
+// What a jump costs the ring's room: a burst whose first message jumps fills the lines before
+// that message's, then waits for it to be read, then has the whole ring again; a burst after a
+// burst (a window of sends, then the other side's reply) does not jump at all.
+TEST(ShmRing, Bursts_JumpOnlyWhileMessagesAlternate) {
+  PairRings pr;
+  std::vector<std::byte> hdr(16), pay(8);
+  std::deque<Msg> to_b, to_a;
+  auto reply = [&] {
+    ASSERT_EQ(pr.b_out.push(2, hdr, pay, true), TStatus::ok);
+    to_a.push_back({2, hdr, pay});
+    ASSERT_EQ(drain(pr.a_in, to_a), 1);
+  };
+  auto burst = [&] {
+    int sent = 0;
+    while (pr.a_out.push(1, hdr, pay, true) == TStatus::ok) {
+      to_b.push_back({1, hdr, pay});
+      ++sent;
+    }
+    return sent;
+  };
+  for (std::size_t i = 0; i + 1 < kHotLines; ++i) {  // ping-pong up to the last hot line
+    ASSERT_EQ(pr.a_out.push(1, hdr, pay, true), TStatus::ok);
+    to_b.push_back({1, hdr, pay});
+    ASSERT_EQ(drain(pr.b_in, to_b), 1);
+    reply();
+  }
+  EXPECT_EQ(burst(), static_cast<int>(kHotLines));
+  EXPECT_TRUE(pr.ab.lines[kHotLines - 1].flags & kFlagJump);
+  EXPECT_EQ(drain(pr.b_in, to_b), static_cast<int>(kHotLines));
+  for (int window = 0; window < 5; ++window) {
+    EXPECT_EQ(burst(), 64) << "window " << window;
+    EXPECT_EQ(drain(pr.b_in, to_b), 64);
+    reply();
+  }
+  for (std::size_t l = 0; l < 64; ++l)
+    EXPECT_FALSE(pr.ab.lines[l].flags & kFlagJump) << "line " << l;
+}
+
+// Bursts both ways between the two sides of a pair, with the ring idle (jumps to the hot lines,
+// byte ring started over) now and then and full at other times: every message arrives in
+// order, intact, over many laps of both rings.
+TEST(ShmRing, PairBurstsBothWays_JumpsAndFullRings_DeliverExactlyInOrder) {
+  PairRings pr;
+  std::mt19937 rng(7);
+  std::deque<Msg> to_b, to_a;
+  auto send = [&](RingProducer& out, RingConsumer& other_in, std::deque<Msg>& q, int i) {
+    const std::size_t hlen = rng() % 64;
+    const bool inl = rng() % 2;
+    const std::size_t plen = inl ? rng() % 200 : rng() % 3000;
+    Msg m{static_cast<AmId>(rng() % 24), bytes_of_value(hlen, static_cast<std::uint32_t>(rng())),
+          bytes_of_value(plen, static_cast<std::uint32_t>(i + 1))};
+    while (out.push(m.am, m.hdr, m.payload, inl) == TStatus::retry) drain(other_in, q);
+    q.push_back(std::move(m));
+  };
+  for (int i = 0; i < 20000;) {
+    for (int k = static_cast<int>(rng() % 90); k >= 0; --k) send(pr.a_out, pr.b_in, to_b, i++);
+    if (rng() % 2) drain(pr.b_in, to_b);
+    for (int k = static_cast<int>(rng() % 5); k >= 0; --k) send(pr.b_out, pr.a_in, to_a, i++);
+    if (rng() % 3) drain(pr.a_in, to_a);
+  }
+  drain(pr.b_in, to_b);
+  drain(pr.a_in, to_a);
+  EXPECT_TRUE(to_b.empty());
+  EXPECT_TRUE(to_a.empty());
+}
+
+// The same with the two sides on two threads, as two ranks run: each sends a burst, then
+// reads what arrived, until both have sent and received everything.
+TEST(ShmRing, PairOnTwoThreads_DeliversExactlyInOrder) {
+  PairRings pr;
+  constexpr std::uint64_t kEach = 100000;
+  auto side = [&](RingProducer& out, RingConsumer& in, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uint64_t sent = 0, got = 0;
+    while (sent < kEach || got < kEach) {
+      for (int k = static_cast<int>(rng() % 8); k >= 0 && sent < kEach; --k) {
+        std::vector<std::byte> pay(sent % 7 == 0 ? 40 + sent % 300 : 8);
+        std::memcpy(pay.data(), &sent, 8);
+        if (out.push(0, {}, pay, pay.size() < 30) != TStatus::ok) break;
+        ++sent;
+      }
+      in.poll(
+          [&](AmId, std::span<const std::byte>, std::span<const std::byte> p) {
+            std::uint64_t v;
+            std::memcpy(&v, p.data(), 8);
+            ASSERT_EQ(v, got);
+            ASSERT_EQ(p.size(), got % 7 == 0 ? 40 + got % 300 : 8u);
+            ++got;
+          },
+          1 << 30);
+    }
+  };
+  std::thread b([&] { side(pr.b_out, pr.b_in, 2); });
+  side(pr.a_out, pr.a_in, 1);
+  b.join();
+}
+
 TEST(ShmRing, ProducerAndConsumerThreads) {
   RingMemory mem(128, 1 << 14);
   const int n = 200000;

@@ -448,6 +448,7 @@ ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, i
   auto [in_ring, in_chunks] = layout(1 - my_dir);
   out_ = RingProducer(out_ring);
   in_ = RingConsumer(in_ring);
+  pair_rings(out_, in_);
   out_chunks_ = out_chunks;
   in_chunks_ = in_chunks;
   my_reading_ =
