@@ -130,7 +130,9 @@ public:
   // The consumer of the other direction, whose position every line echoes (pair_rings).
   void echo_position_of(const std::uint64_t* consumer_pos) { echo_of_ = consumer_pos; }
   // A line of the other direction echoed `echo`: this ring's consumer has reached it. Only
-  // the low 32 bits travel; the producer can never be 2^32 lines ahead of what it reads back.
+  // the low 32 bits travel: the position comes out wrong only if this side pushed 2^32 lines
+  // between the other side's writing that line and this side's reading it, never polling in
+  // between (eager credit alone stops a sender far sooner).
   void note_echo(std::uint32_t echo) {
     const std::uint64_t t =
         head_ - static_cast<std::uint32_t>(static_cast<std::uint32_t>(head_) - echo);
