@@ -83,12 +83,17 @@ public:
         alone_({2, 1, 1}, alone_pace(rank)) {
     const std::size_t low = std::max(inline_threshold, eager_threshold / 8);
     const std::size_t high = eager_threshold == 0 ? 0 : std::max(2 * eager_threshold, eager_reach);
+    // With the model known (it keeps streams the model puts far behind from being explored),
+    // streams are tuned in a bucket that only reaches into the range: with a calibrated eager
+    // threshold of 290-360 KB (link_bw measured at 21-22 GB/s in one run of four) the range
+    // began at 36-45 KB and 64 KiB windows were left eager at 28 GB/s where rendezvous ran 40.
+    const bool model = rndv_.get_bw > 0 && rndv_.link_bw > 0;
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
       const std::size_t lo = std::size_t{1} << (b - 1), hi = std::size_t{1} << b;
-      if (lo < low || hi > high) continue;
+      if (hi > high || lo < inline_threshold) continue;
       // Its start is set at its first send (post).
-      if (lo < 2 * eager_threshold) alone_.enable(b, {});
-      stream_.enable(b, {});
+      if (lo >= low && lo < 2 * eager_threshold) alone_.enable(b, {});
+      if (lo >= low || (model && hi > low)) stream_.enable(b, {});
     }
   }
 
@@ -345,13 +350,20 @@ private:
   // 64 KiB windows ran at 31-33 GB/s by rendezvous and 16-23 eager, where a benchmark's 22
   // windows a size were too few and too noisy (single windows of one setting 13-32 GB/s) for
   // the stream tuner to find rendezvous from eager: tune-proof put it at 1.22x the best static
-  // setting. By the model streams go rendezvous from setup × link_bw (40 KB there) up, eager
-  // below: measured, 16 KiB rendezvous windows took 1.3x eager's time. Eager streams explored
-  // there and found clearly worse back off to the longest period at once, as a setting the
-  // bucket moved away from does (HillTuner::enable): model and measurement agree.
+  // setting. By the model streams go rendezvous from setup × link_bw / kRndvStreamSlack (27 KB
+  // there) up, eager below: measured, 16 KiB rendezvous windows took 1.3x eager's time. Eager
+  // streams explored there and found clearly worse back off to the longest period at once, as a
+  // setting the bucket moved away from does (HillTuner::enable): model and measurement agree. The
+  // model's rendezvous streams are slower than the real ones, whose gets run in batches on both
+  // cores and overlap their setups with each other: with the cores far apart (get_bw 22-26 GB/s,
+  // setup 2.7 us, link_bw 14-22 GB/s) rendezvous windows ran 1.21x eager's speed at 32 KiB, 1.36x
+  // at 48 KiB and 1.40x at 64 KiB (0.89x at 16 KiB), where the model put them 1.3x, 1.0x and
+  // 0.65-1.0x eager's time. A stream starts rendezvous when the model puts it within
+  // kRndvStreamSlack of eager's time.
+  static constexpr double kRndvStreamSlack = 1.5;
   bool rndv_stream_faster(std::size_t bytes) const {
     const double rndv = model_cost(false, bytes), eager = model_cost(true, bytes);
-    return rndv > 0 && eager > 0 && rndv < eager;
+    return rndv > 0 && eager > 0 && rndv < kRndvStreamSlack * eager;
   }
 
   std::size_t eager_threshold_;

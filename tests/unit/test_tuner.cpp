@@ -835,7 +835,8 @@ TEST(ProtocolTuner, Streams_SetupOverlapsTheGets_CalibratedModelExploresRendezvo
 }
 
 // Streams start where the model puts them (get_bw 24 GB/s, setup 2.7 us, eager streams at
-// link_bw 15 GB/s, eager threshold 100 KB: rendezvous streams ahead from 40 KB): 64 KiB
+// link_bw 15 GB/s, eager threshold 100 KB: rendezvous streams within kRndvStreamSlack of
+// eager's time from 27 KB): 64 KiB
 // windows go rendezvous from their bucket's second stream on, with no exploration needed,
 // while sends alone of that size keep the static rule (eager); 24 KiB windows stay eager.
 // Without link_bw (declared figures) the 64 KiB streams start eager.
@@ -857,6 +858,29 @@ TEST(ProtocolTuner, Streams_StartWhereTheModelPutsThem) {
   send_window(t, 65536, 64, clock, [](bool) -> std::int64_t { return 2000; });
   send_alone(t, 65536, clock);  // taken for the first of a window
   EXPECT_TRUE(send_alone(t, 65536, clock)) << "a send alone keeps the static rule";
+}
+
+// A calibrated eager threshold of 364 KB (link_bw measured at 22 GB/s) puts the range of
+// tuned sizes at 45.5 KB and up; with the model known, streams are tuned in the (32 KiB,
+// 64 KiB] bucket that reaches into it, and 64 KiB windows start rendezvous, where the model
+// puts them level with eager (4.5 against 4.5 ns a KB); sends alone there keep the static
+// rule. Without the model the bucket is left alone, as before.
+TEST(ProtocolTuner, Streams_BucketReachingIntoTheRange_TunedWithTheModel) {
+  const p2p::RndvModel model{22.3e9, 2.735, 22.3e9};
+  p2p::ProtocolTuner t(28, 364000, 262144, 0, model);
+  EXPECT_TRUE(t.tunes(65536));
+  EXPECT_TRUE(t.tunes(40000));
+  EXPECT_FALSE(t.tunes(32768));
+  std::int64_t clock = 0;
+  auto cost = [](bool) -> std::int64_t { return 2000; };
+  send_window(t, 65536, 64, clock, cost);
+  bool eager = true;
+  send_window(t, 65536, 64, clock, cost, &eager);
+  EXPECT_FALSE(eager);
+  send_alone(t, 65536, clock);  // taken for the first of a window
+  EXPECT_TRUE(send_alone(t, 65536, clock)) << "a send alone keeps the static rule";
+  p2p::ProtocolTuner none(28, 364000, 262144, 0, {22.3e9, 2.735});
+  EXPECT_FALSE(none.tunes(65536));
 }
 
 // Nor are eager streams explored where the model puts them far behind the rendezvous streams
