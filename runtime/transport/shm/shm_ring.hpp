@@ -100,6 +100,12 @@ struct RingLayout {
   std::size_t data_bytes = 0;  // power of two
 };
 
+// The first position of a lap at or after `pos` (lap: a power of two): where a jump lands in
+// the line ring (producer and consumer alike) and where an idle byte ring starts over.
+inline std::uint64_t lap_start_from(std::uint64_t pos, std::size_t lap) {
+  return (pos + lap - 1) & ~static_cast<std::uint64_t>(lap - 1);
+}
+
 inline std::uint64_t lap_seq(std::uint64_t pos, unsigned lap_shift) {
   return (pos >> lap_shift) + 1;  // never 0: 0 marks a cleared line
 }
@@ -168,8 +174,7 @@ public:
       // starts over while messages alternate (hot lines, above; a window of sends keeps
       // going round: interleaved, 1-4 KiB windows lost 8-14 % of their rate to starting
       // over at every window). Nothing lies in the rest of its lap.
-      if (idle && idle_before_)
-        dhead_ = dtail_ = (dhead_ + dmask) & ~static_cast<std::uint64_t>(dmask);
+      if (idle && idle_before_) dhead_ = dtail_ = lap_start_from(dhead_, l_.data_bytes);
       dpos = dhead_;
       const std::size_t off = dpos & dmask;
       if (off + plen > l_.data_bytes) dpos += l_.data_bytes - off;  // keep payloads contiguous
@@ -229,7 +234,7 @@ public:
     head_ = next;
     if (jump) {
       skip_from_ = next;
-      head_ = skip_to_ = (next + mask) & ~static_cast<std::uint64_t>(mask);
+      head_ = skip_to_ = lap_start_from(next, l_.nlines);
     }
     return TStatus::ok;
   }
@@ -321,7 +326,7 @@ public:
       for (std::size_t i = 1; i < nl; ++i)
         l_.lines[(pos_ + i) & mask].seq.store(0, std::memory_order_relaxed);
       pos_ += nl;
-      if (jump) pos_ = (pos_ + mask) & ~static_cast<std::uint64_t>(mask);
+      if (jump) pos_ = lap_start_from(pos_, l_.nlines);
       if (data_end) l_.shared->data_tail.store(data_end, std::memory_order_release);
       l_.shared->line_tail.store(pos_, std::memory_order_release);
     }
