@@ -709,23 +709,28 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
     unwinding_ = std::uncaught_exceptions();
     ns->set_root_waits(k == Coll::bcast && !ns->own_cores());
   }
-  // With ranks sharing cores the decider announces a run of calls of this size class at
-  // once: what its choice would be for each of them while it records nothing new, up to
-  // kMaxRun, and every rank counts the run's calls down alike. There a small bcast per call
-  // cost a process switch a call (4 ranks on 2 cores, alltoall of 64 KiB: 51.0 us a call
-  // against 45.6 with the path forced). With cores of their own it announces every call: the
-  // bcast costs a cache line each way, and it starts the ranks together, which the direct
-  // allreduce needs (2 ranks, 1 MiB, interleaved: 111 us announced every call, 156 with runs
-  // of 32, 171 with the path forced). Except a bcast's: there the announcement goes from a
-  // receiver to the root, against the data, a round trip before the root can start (2 ranks,
-  // 8 / 16 / 64 KiB: 1.17 / 1.67 / 4.60 us a call with runs, 2.03 / 2.53 / 4.83 every call).
+  // The decider announces a run of calls of this size class at once: what its choice would
+  // be for each of them while it records nothing new, up to kMaxRun, and every rank counts
+  // the run's calls down alike. With ranks sharing cores a small bcast per call cost a
+  // process switch a call (4 ranks on 2 cores, alltoall of 64 KiB: 51.0 us a call against
+  // 45.6 with the path forced). With cores of their own a direct path is announced every
+  // call: the bcast costs a cache line each way, and it starts the ranks together, which the
+  // direct allreduce needs (2 ranks, 1 MiB, interleaved: 111 us announced every call, 156
+  // with runs of 32, 171 with the path forced). The other paths do not need it, and there it
+  // only costs (2 ranks near, 20000 calls a size, interleaved: allreduce through the chunks
+  // 0.974x at 64 KiB, 0.990x at 256 KiB with runs; allgather 0.98x, alltoall 0.96x at
+  // 16 KiB; the rest 0.99-1.01x). A bcast's
+  // announcement goes from a receiver to the root, against the data, a round trip before
+  // the root can start (2 ranks, 8 / 16 / 64 KiB: 1.17 / 1.67 / 4.60 us a call with runs,
+  // 2.03 / 2.53 / 4.83 every call): runs for every path.
   NodeShared::PathRun& run = ns->path_run(index_, NodeShared::PathTimes::bucket_of(bytes));
   if (run.left == 0) {
     std::uint32_t announced[2] = {};
     const std::uint64_t b = ns->next_small_bcast();
     if (c.rank() == decider) {
+      const bool sync_direct = ns->own_cores() && k != Coll::bcast;
       const auto [mode, uses] = ns->path_times(index_).choose_run(
-          bytes, ns->own_cores() && k != Coll::bcast ? 1 : kMaxRun);
+          bytes, [&](int m) { return sync_direct && m == NodeShared::kDirectPath ? 1 : kMaxRun; });
       announced[0] = static_cast<std::uint32_t>(mode);
       announced[1] = static_cast<std::uint32_t>(uses);
       ns->small_bcast_root(c, announced, sizeof announced, b);

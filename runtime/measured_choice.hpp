@@ -15,6 +15,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace rmp::rt {
 
@@ -252,7 +253,15 @@ public:
     std::uint64_t uses;
   };
   Run choose_run(std::size_t bytes, std::uint64_t most) {
+    return choose_run(bytes, [most](int) { return most; });
+  }
+  // The same, a run of mode m at most most(m) uses long (a caller whose modes differ in what
+  // an announcement once a use is worth to them).
+  template <class Most>
+  requires std::is_invocable_r_v<std::uint64_t, Most, int> Run choose_run(std::size_t bytes,
+                                                                          Most&& most_for) {
     const int m = choose(bytes);
+    const std::uint64_t most = most_for(m);
     Bucket& b = bucket(bytes);
     std::uint64_t more = 0;
     if (b.explore_left > 0) {

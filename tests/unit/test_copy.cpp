@@ -462,6 +462,42 @@ TEST(MeasuredChoice, ChooseRun_SameUsesAsChooseAndShortRuns) {
   EXPECT_LE(slow_uses, 8) << "uses of the slowed mode in the last ~100";
 }
 
+// choose_run with a length per mode (a collective's direct path announced every call, the
+// others once a run): runs of mode 2 are single uses, whether it is held or re-measured; a
+// held mode 1 runs 32 uses at once; and the uses are still the ones choose() gives one by one.
+TEST(MeasuredChoice, ChooseRun_LengthPerMode) {
+  const rmp::rt::MeasuredChoice<3>::Pace pace{
+      .period = 64, .burst = 4, .hysteresis = 0.05, .rejudge_warmup = true};
+  rmp::rt::MeasuredChoice<3> one(0b111, pace), runs(0b111, pace);
+  const std::size_t bytes = 64 << 10;
+  for (const double fastest : {20e9, 6e9}) {  // mode 2 held, then mode 2 far behind
+    const double rates[] = {9e9, 14e9, fastest};
+    auto seconds = [&](int m) { return static_cast<double>(bytes) / rates[m]; };
+    std::vector<int> by_one, by_runs;
+    std::uint64_t longest[3] = {0, 0, 0};
+    while (by_runs.size() < 3000) {
+      const auto [mode, uses] =
+          runs.choose_run(bytes, [](int m) { return m == 2 ? std::uint64_t{1} : 32; });
+      ASSERT_GE(uses, 1u);
+      longest[mode] = std::max(longest[mode], uses);
+      for (std::uint64_t i = 0; i < uses; ++i) {
+        by_runs.push_back(mode);
+        runs.record(mode, bytes, seconds(mode));
+      }
+    }
+    for (std::size_t i = 0; i < by_runs.size(); ++i) {
+      const int m = one.choose(bytes);
+      by_one.push_back(m);
+      one.record(m, bytes, seconds(m));
+    }
+    EXPECT_EQ(by_runs, by_one) << "mode 2 at " << fastest;
+    EXPECT_EQ(longest[2], 1u) << "mode 2 at " << fastest;
+    // Held, mode 1 runs the most a run may; mode 0 only ever a burst of re-measures.
+    if (fastest < rates[1]) EXPECT_EQ(longest[1], 32u);
+    else EXPECT_EQ(std::max(longest[0], longest[1]), static_cast<std::uint64_t>(pace.burst));
+  }
+}
+
 // A burst of the mechanism not in use is judged by its median: one sample that waited for a
 // descheduled owner does not hide that the mechanism became the fastest. It takes over at its
 // first burst (averaged into its old rate, it took a second burst, 768 gets later: 809 uses).
