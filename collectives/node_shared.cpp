@@ -141,7 +141,7 @@ public:
     path_enabled_[path_index(Coll::allreduce)] = 1u << kShmPath;
     path_enabled_[path_index(Coll::reduce, false)] = 1u << kShmPath;
     for (std::size_t i = 0; i < path_times_.size(); ++i)
-      path_times_[i] = PathTimes(path_enabled_[i], path_pace());
+      path_times_[i] = PathTimes(path_enabled_[i], path_pace(path_enabled_[i]));
   }
 
   static std::size_t bytes_for(int ranks, std::size_t chunk, std::size_t nchunks) {
@@ -391,7 +391,7 @@ public:
           path_index(Coll::reduce), path_index(Coll::reduce, false)}) {
       if (!own_cores_ && a != path_index(Coll::alltoall)) continue;
       path_enabled_[a] |= 1u << kDirectPath;
-      path_times_[a] = PathTimes(path_enabled_[a], path_pace());
+      path_times_[a] = PathTimes(path_enabled_[a], path_pace(path_enabled_[a]));
     }
     // The bcast's direct path takes the place of its chunks where ranks have cores of their
     // own: it was the faster of the two at every size measured (2 ranks, both forced, in
@@ -407,7 +407,7 @@ public:
     const std::size_t a = path_index(Coll::bcast);
     path_enabled_[a] =
         (own_cores_ ? path_enabled_[a] & ~(1u << kShmPath) : path_enabled_[a]) | 1u << kDirectPath;
-    path_times_[a] = PathTimes(path_enabled_[a], path_pace());
+    path_times_[a] = PathTimes(path_enabled_[a], path_pace(path_enabled_[a]));
   }
 
   // ---- Chunked paths ----
@@ -612,12 +612,28 @@ private:
   std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
   static constexpr std::uint64_t kProbeMagic = 0x726d70'64697265ULL;
   // A burst of 4 calls (3 timed: the first pays for what the other path left in the caches)
-  // every 64 or so; one path far behind only every 8th turn. A path known from its warm-up
-  // alone is measured again soon after it (rejudge_warmup): point-to-point's first calls are
-  // slower than its steady speed while its own copy chooser warms up (bcast of 4 MiB, two
-  // ranks: 560-790 us a call against 200-250 later).
-  static PathTimes::Pace path_pace() {
-    return {.period = 64, .burst = 4, .hysteresis = 0.05, .rejudge_warmup = true};
+  // every 64 or so; one path far behind only every 8th turn. Where point-to-point is among
+  // the paths (`enabled`), a path known from its warm-up alone is measured again soon after
+  // it (rejudge_warmup): point-to-point's first calls are slower than its steady speed while
+  // its own copy chooser warms up (bcast of 4 MiB, two ranks: 560-790 us a call against
+  // 200-250 later). Where ranks have cores of their own and the choice is among node-shared
+  // paths alone (an allreduce's, a floating reduce's), a path's first calls say what it
+  // costs, and each call of a slow path is dear: a size class warms up the path its
+  // neighbour holds alone, the others first measured at their turns (warm_from_neighbour),
+  // and without an early re-measure. A benchmark runs 50-150 calls a size: the direct
+  // allreduce, 1.7-3x the chunks' time at 64 KiB and 1.2-1.6x at 1-16 MiB on this project's
+  // VMs, took 8 of 146 calls at 64 KiB, and its warm-up made the allreduce 4-12 % slower than
+  // the chunks forced (2 ranks far, 6 interleaved rounds, 64 KiB - 16 MiB: 0.92-0.96 of the
+  // time before with this pace, the chunks forced 0.88-0.955). (With ranks sharing cores the
+  // direct alltoall's and bcast's standing changes with the size: 0.60-1.15 of the chunks'
+  // time from 16 KiB to 4 MiB.)
+  PathTimes::Pace path_pace(unsigned enabled) const {
+    const bool nodeshared_only = own_cores_ && !(enabled >> kP2pPath & 1);
+    return {.period = 64,
+            .burst = 4,
+            .hysteresis = 0.05,
+            .rejudge_warmup = !nodeshared_only,
+            .warm_from_neighbour = nodeshared_only};
   }
   int store_mode_ = kCached;
 };
