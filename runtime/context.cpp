@@ -182,7 +182,8 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
                                    : ShmConfig::Copy::automatic;
   calibration_ = calibrate_shm(*boot_, ShmCalibrationOptions{.enabled = settings_.calibrate,
                                                              .cma = settings_.shm_cma,
-                                                             .streaming = shm_may_stream(copy)});
+                                                             .streaming = shm_may_stream(copy),
+                                                             .wait_for_cores = oversubscribed_});
   in.calibrated = calibration_.figures;
   in.not_calibrated_reason = calibration_.reason;
   params_ = resolve_params(in);

@@ -4,6 +4,7 @@
 // asserted: on a loaded machine a measurement may fall back, and the tests accept either
 // outcome as long as all ranks agree and the reason says which.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstring>
 #include <mutex>
@@ -15,6 +16,7 @@
 
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/calibration.hpp"
+#include "runtime/cpu_place.hpp"
 #include "runtime/transport/shm/shm_calibration.hpp"
 
 namespace rmp::rt {
@@ -123,8 +125,54 @@ TEST(Calibration, TwoRanks_MeasuredOrDeclaredWithReason_BothAgree) {
   }
 }
 
-// Eight ranks (oversubscribed on small machines): only two measure, all eight agree.
-TEST(Calibration, EightRanks_AllAgree) { expect_all_agree(calibrate_threads(8, {})); }
+// Eight ranks (oversubscribed on small machines): only two measure, all eight agree; so do
+// they where the owner first waits for the cores and moves off its partner's CPU.
+TEST(Calibration, EightRanks_AllAgree) {
+  expect_all_agree(calibrate_threads(8, {}));
+  ShmCalibrationOptions opt;
+  opt.wait_for_cores = true;
+  expect_all_agree(calibrate_threads(8, opt));
+}
+
+// The owner's move off its partner's CPU (runtime/cpu_place.hpp): inside the scope this
+// thread is not on the avoided CPU (moved to a single other one, or already elsewhere), and
+// the affinity it had comes back after. On a machine with one usable CPU there is nowhere to
+// go: nothing moves.
+TEST(CpuPlace, AwayFrom_LeavesTheAvoidedCpuThenRestoresTheAffinity) {
+  EXPECT_GE(runnable_tasks(), 1);  // this thread at least
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const int cpus = usable_cpus();
+  ASSERT_EQ(cpus, CPU_COUNT(&before));
+  // Settle on the first usable CPU, then allow every one again: the thread stays there
+  // until something moves it.
+  int first = 0;
+  while (!CPU_ISSET(first, &before)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  ASSERT_EQ(sched_getcpu(), first);
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
+  {
+    const AwayFrom away(first);
+    cpu_set_t now;
+    ASSERT_EQ(sched_getaffinity(0, sizeof now, &now), 0);
+    if (cpus > 1) {
+      EXPECT_NE(sched_getcpu(), first);
+      // Moved: pinned to one other CPU. Already elsewhere: as before.
+      EXPECT_TRUE(CPU_EQUAL(&now, &before) || (CPU_COUNT(&now) == 1 && !CPU_ISSET(first, &now)));
+    } else {
+      EXPECT_TRUE(CPU_EQUAL(&now, &before));
+    }
+  }
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &before));
+  const AwayFrom nothing(-1);  // unknown partner CPU: stays
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &before));
+}
 
 // A partner that comes long after the arrival wait: the owner does not wait for it, and the
 // partner does not wait for the owner; both end on declared figures with the same reason.

@@ -21,6 +21,7 @@
 #include <rmp/rmp.hpp>
 
 #include "runtime/copy.hpp"
+#include "runtime/cpu_place.hpp"
 #include "runtime/shared_memory.hpp"
 #include "runtime/spin.hpp"
 
@@ -55,6 +56,22 @@ constexpr int kGetRepeats = 4;
 // so ran out of 500 us, and the job then ran on declared figures, eager_threshold 60000
 // instead of ~10-20 KB measured).
 constexpr int kPairTries = 3;
+// With ranks outnumbering cores (ShmCalibrationOptions::wait_for_cores) the owner first waits
+// for the other ranks' start-up to be over (they then sleep in the bootstrap's get until the
+// figures come), and moves off the partner's CPU if it shares it (runtime/cpu_place.hpp): two
+// ranks queued on one CPU never measure anything together. 8 ranks on 2 cores, 10 runs each:
+// measured 3 times before, 9 with the move alone, 10 with both (then 15 of 15 at 8, 4 and 3
+// ranks).
+constexpr auto kQuietPoll = std::chrono::microseconds(50);
+
+// Sleeps until at most as many tasks are runnable as this process has CPUs (this one and the
+// partner, spinning, among them), or until `until`.
+void wait_for_cores(Clock::time_point until) {
+  const int cpus = usable_cpus();
+  for (int n = runnable_tasks(); n > cpus && Clock::now() < until; n = runnable_tasks())
+    std::this_thread::sleep_for(kQuietPoll);
+}
+
 constexpr auto kShareTimeout = std::chrono::seconds(120);
 
 enum State : std::uint32_t { kWaiting = 0, kJoined = 1, kAbandoned = 2, kDone = 3 };
@@ -70,6 +87,7 @@ struct Shared {
   alignas(64) std::atomic<std::uint64_t> consumed;
   alignas(64) std::atomic<std::uint64_t> fill_req;  // owner: write the get area with this byte
   alignas(64) std::atomic<std::uint64_t> filled;    // partner: done
+  alignas(64) std::atomic<std::int32_t> partner_cpu;  // where the partner last ran, -1 unknown
 };
 static_assert(sizeof(Shared) <= kPage);
 constexpr std::size_t kSegmentBytes = kPage + kSlots * kChunk + kGetBytes;
@@ -239,6 +257,7 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
   s->magic = kMagic;
   s->total = kSegmentBytes;
   s->state.store(kWaiting, std::memory_order_relaxed);
+  s->partner_cpu.store(-1, std::memory_order_relaxed);
   s->ready.store(1, std::memory_order_release);
 
   // The partner may still be starting: measure what needs no partner meanwhile.
@@ -260,7 +279,9 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
 
   bool ok = false;
   for (int t = 0; t < kPairTries && !ok; ++t) {
-    if (t > 0) std::this_thread::yield();  // where the two share a core: let the partner run
+    if (opt.wait_for_cores) wait_for_cores(arrive_by);
+    else if (t > 0) std::this_thread::yield();  // where the two share a core: let the partner run
+    const AwayFrom away(opt.wait_for_cores ? s->partner_cpu.load(std::memory_order_acquire) : -1);
     ok = measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0, opt.streaming,
                       get_dst, f);
   }
@@ -315,7 +336,10 @@ void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& 
     }
     if (answered == 0) std::this_thread::yield();
     else cpu_relax();
-    if ((polls & 63) == 0 && Clock::now() > deadline) return;
+    if ((polls & 63) == 0) {
+      if (Clock::now() > deadline) return;
+      s->partner_cpu.store(sched_getcpu(), std::memory_order_relaxed);
+    }
   }
 }
 
