@@ -113,8 +113,9 @@ public:
   static constexpr int kCached = 0, kStreaming = 1;
   using Clock = std::chrono::steady_clock;
 
-  // `track_cpus`: ranks outnumber cores, so waits ask where the awaited ranks run
-  // (where_awaited), and arrivals publish where this one runs. `p2p_paths`: calls may take
+  // `track_cpus`: waits give the core away (wait mode yield or block, as where ranks outnumber
+  // cores), so they ask where the awaited ranks run (where_awaited), and arrivals publish
+  // where this one runs. `p2p_paths`: calls may take
   // point-to-point instead of the node-shared path, as measured (PathChoice: not when ranks
   // share cores).
   NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks,
@@ -536,12 +537,14 @@ private:
   // Progress keeps running while we wait: a peer may need this rank's rendezvous data to get
   // here. When ranks outnumber cores, waiting normally spins spin_us and then gives the core
   // away on every idle poll; `awaited` says where the awaited ranks are (where_awaited).
-  // Ranks with cores of their own first poll the flags alone, kQuickPolls times (under a
-  // microsecond): a flag written while a progress pass ran (polling the transports' rings)
-  // was seen only after it, and the awaited flag mostly comes within that time. Interleaved
-  // against progress from the start, 2 ranks, cores far apart, 10 rounds: barrier 0.81x,
-  // allreduce 1 KiB 0.85-0.88x, reduce 8 B 0.88x, bcast 8 B 0.92x; 64 KiB - 1 MiB unchanged
-  // (0.96-1.05). A peer that needs this rank's progress waits that much longer, once.
+  // Ranks that wait without giving their core away (wait mode poll: they have cores of
+  // their own) first poll the flags alone, kQuickPolls times (~0.6 us here, a pause taking
+  // ~18 ns; ~1.5 us where it takes 140 cycles): a flag written while a progress pass ran
+  // (polling the transports' rings) was seen only after it, and the awaited flag mostly
+  // comes within that time. Interleaved against progress from the start, 2 ranks, cores far
+  // apart, 10 rounds: barrier 0.81x, allreduce 1 KiB 0.85-0.88x, reduce 8 B 0.88x, bcast 8 B
+  // 0.92x; 64 KiB - 1 MiB unchanged (0.96-1.05). A peer that needs this rank's progress
+  // waits that much longer, once.
   template <class Done, class Where>
   void wait(const CommImpl& c, Done&& done, Where&& awaited) {
     if (done()) return;
@@ -619,8 +622,11 @@ private:
   // 200-250 later). Where ranks have cores of their own and the choice is among node-shared
   // paths alone (an allreduce's, a floating reduce's), a path's first calls say what it
   // costs, and each call of a slow path is dear: a size class warms up the path its
-  // neighbour holds alone, the others first measured at their turns (warm_from_neighbour),
-  // and without an early re-measure. A benchmark runs 50-150 calls a size: the direct
+  // neighbour holds alone (warm_from_neighbour), and without an early re-measure. A path the
+  // class has not measured counts as far behind (far_bursts 0): it is first measured on its
+  // 8th turn, some 500 calls in. (With a burst at its first turn instead, far_bursts 1, the
+  // first class that chooses, 64 KiB here, took 1.05x the time.) A benchmark runs 50-150
+  // calls a size: the direct
   // allreduce, 1.7-3x the chunks' time at 64 KiB and 1.2-1.6x at 1-16 MiB on this project's
   // VMs, took 8 of 146 calls at 64 KiB, and its warm-up made the allreduce 4-12 % slower than
   // the chunks forced (2 ranks far, 6 interleaved rounds, 64 KiB - 16 MiB: 0.92-0.96 of the

@@ -1,6 +1,7 @@
-// Where this process runs, for the rare moments a rank needs another rank running at the same
-// time as itself (the shm calibration's pair, DESIGN §5): how many tasks the machine has
-// runnable, how many CPUs this process may use, and a temporary move off another rank's CPU.
+// Where the calling thread runs, for the rare moments a rank needs another rank running at
+// the same time as itself (the shm calibration's pair, DESIGN §5): how many tasks the machine
+// has runnable, how many CPUs the thread may use, and a temporary move off another rank's
+// CPU. (A rank's main thread: the process's, where ranks are processes.)
 #pragma once
 
 #include <sched.h>
@@ -22,15 +23,15 @@ inline int runnable_tasks() {
   return n;
 }
 
-// CPUs this process may run on.
+// CPUs the calling thread may run on (at most CPU_SETSIZE: 1 where it has more).
 inline int usable_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
 }
 
-// While it lives, this process runs on one CPU other than `avoid` (the partner's) when it
-// would otherwise share that one with the partner: two ranks queued on one CPU never run at
+// While it lives, the calling thread runs on one CPU other than `avoid` (the partner's) when
+// it would otherwise share that one with the partner: two ranks queued on one CPU never run at
 // once, and the scheduler does not move either within a measurement's budget. The affinity
 // it found is restored at the end.
 class AwayFrom {
@@ -38,13 +39,12 @@ public:
   explicit AwayFrom(int avoid) {
     if (avoid < 0 || sched_getcpu() != avoid || sched_getaffinity(0, sizeof old_, &old_) != 0)
       return;
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    for (int cpu = 0; cpu < CPU_SETSIZE && !moved_; ++cpu) {
       if (cpu == avoid || !CPU_ISSET(cpu, &old_)) continue;
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(cpu, &one);
       moved_ = sched_setaffinity(0, sizeof one, &one) == 0;
-      return;
     }
   }
   ~AwayFrom() {

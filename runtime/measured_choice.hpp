@@ -76,10 +76,11 @@ public:
     bool judge_alike = false;
     // Whether a size class whose nearest class that has chosen holds a mode warms up that mode
     // alone and holds it, the others measured at their first turns (else every mode warms up
-    // in turn from mode 0): for a choice that goes with conditions the size hardly changes
-    // (where the cores sit), so that a new class's first uses are at that mode's speed. Its
-    // first uses are what another chooser measuring through this one judges first: the
-    // adaptive tuner's first bursts of eager sends at a size, which the warm-up's four
+    // in turn from mode 0; with far_bursts 0 a mode never measured counts as far behind, and
+    // is first measured on its kFarBehindTurns-th turn): for a choice that goes with conditions the
+    // size hardly changes (where the cores sit), so that a new class's first uses are at that
+    // mode's speed. Its first uses are what another chooser measuring through this one judges
+    // first: the adaptive tuner's first bursts of eager sends at a size, which the warm-up's four
     // payloads of each kind of store filled (cores far apart, 64 KiB: round trips of 20 us
     // with cached stores against 12 with streaming ones). Eager stores, cores far apart,
     // ping-pongs of 16, 32 and 64 KiB in one run under RMP_TUNE=adaptive, interleaved with the

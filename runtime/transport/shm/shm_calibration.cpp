@@ -64,10 +64,16 @@ constexpr int kPairTries = 3;
 // ranks).
 constexpr auto kQuietPoll = std::chrono::microseconds(50);
 
+// At most this long in all, before the tries (a busy host never looks quiet).
+constexpr auto kQuietMax = std::chrono::milliseconds(5);
+
 // Sleeps until at most as many tasks are runnable as this process has CPUs (this one and the
-// partner, spinning, among them), or until `until`.
+// partner, spinning, among them), or until `until`. The count is the whole machine's: where
+// the process may use only some of its CPUs (a cpuset, taskset) it says nothing of those,
+// and the wait is skipped.
 void wait_for_cores(Clock::time_point until) {
   const int cpus = usable_cpus();
+  if (cpus < static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) return;
   for (int n = runnable_tasks(); n > cpus && Clock::now() < until; n = runnable_tasks())
     std::this_thread::sleep_for(kQuietPoll);
 }
@@ -278,8 +284,9 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
                   std::to_string(opt.arrival_wait.count() / 1000) + " ms");
 
   bool ok = false;
+  const Clock::time_point quiet_by = std::min(arrive_by, Clock::now() + kQuietMax);
   for (int t = 0; t < kPairTries && !ok; ++t) {
-    if (opt.wait_for_cores) wait_for_cores(arrive_by);
+    if (opt.wait_for_cores) wait_for_cores(quiet_by);
     else if (t > 0) std::this_thread::yield();  // where the two share a core: let the partner run
     const AwayFrom away(opt.wait_for_cores ? s->partner_cpu.load(std::memory_order_acquire) : -1);
     ok = measure_pair(s, Clock::now() + opt.budget, opt.cma && f.rndv_setup_us > 0, opt.streaming,
@@ -312,8 +319,10 @@ void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& 
   if (!s->state.compare_exchange_strong(expected, kJoined)) return;
   // The owner may still be asleep in its arrival wait: until its first ping, yield the core
   // to it rather than spin against it.
-  const Clock::time_point deadline =
-      Clock::now() + opt.arrival_wait + (kPairTries + 1) * opt.budget;
+  // (The owner's wait for the cores, kQuietMax at most, comes on top where it waits.)
+  const Clock::time_point deadline = Clock::now() + opt.arrival_wait +
+                                     (kPairTries + 1) * opt.budget +
+                                     (opt.wait_for_cores ? kQuietMax : Clock::duration{});
   std::vector<std::byte> dst(kChunk);
   std::uint64_t answered = 0, consumed = 0, filled = 0;
   for (std::uint32_t polls = 0; s->state.load(std::memory_order_acquire) == kJoined; ++polls) {
