@@ -413,6 +413,20 @@ TEST(MeasuredChoice, RejudgeWarmupWithoutBurstBytes_AnySize) {
   EXPECT_GE(late[1], 25) << "uses of the faster mode in the last 30: " << late[1];
 }
 
+// The modes choose() gives `uses` times, one by one, each use recorded as taking seconds(m):
+// what choose_run's runs must add up to.
+template <class Seconds>
+std::vector<int> chosen_one_by_one(rmp::rt::MeasuredChoice<3>& c, std::size_t uses,
+                                   std::size_t bytes, Seconds&& seconds) {
+  std::vector<int> modes;
+  for (std::size_t i = 0; i < uses; ++i) {
+    const int m = c.choose(bytes);
+    modes.push_back(m);
+    c.record(m, bytes, seconds(m));
+  }
+  return modes;
+}
+
 // choose_run tells a run of uses at once (a collective's path, announced once a run): with
 // rates that do not change, its runs give the very uses choose() gives one by one (warm-up
 // turns, bursts, turns to re-measure), each run at most `most` long; after a change, the
@@ -424,7 +438,7 @@ TEST(MeasuredChoice, ChooseRun_SameUsesAsChooseAndShortRuns) {
   const std::size_t bytes = 64 << 10;
   const double rates[] = {9e9, 14e9, 20e9};
   auto seconds = [&](int m) { return static_cast<double>(bytes) / rates[m]; };
-  std::vector<int> by_one, by_runs;
+  std::vector<int> by_runs;
   int longest = 0, count = 0;
   while (by_runs.size() < 5000) {
     const auto [mode, uses] = runs.choose_run(bytes, 32);
@@ -436,12 +450,7 @@ TEST(MeasuredChoice, ChooseRun_SameUsesAsChooseAndShortRuns) {
       runs.record(mode, bytes, seconds(mode));
     }
   }
-  for (std::size_t i = 0; i < by_runs.size(); ++i) {
-    const int m = one.choose(bytes);
-    by_one.push_back(m);
-    one.record(m, bytes, seconds(m));
-  }
-  EXPECT_EQ(by_runs, by_one);
+  EXPECT_EQ(by_runs, chosen_one_by_one(one, by_runs.size(), bytes, seconds));
   EXPECT_EQ(longest, 32);
   EXPECT_LE(count, 5000 / 16) << "runs told: " << count;
   // Modes 0 and 1 still re-measured now and then.
@@ -473,7 +482,7 @@ TEST(MeasuredChoice, ChooseRun_LengthPerMode) {
   for (const double fastest : {20e9, 6e9}) {  // mode 2 held, then mode 2 far behind
     const double rates[] = {9e9, 14e9, fastest};
     auto seconds = [&](int m) { return static_cast<double>(bytes) / rates[m]; };
-    std::vector<int> by_one, by_runs;
+    std::vector<int> by_runs;
     std::uint64_t longest[3] = {0, 0, 0};
     while (by_runs.size() < 3000) {
       const auto [mode, uses] =
@@ -485,12 +494,8 @@ TEST(MeasuredChoice, ChooseRun_LengthPerMode) {
         runs.record(mode, bytes, seconds(mode));
       }
     }
-    for (std::size_t i = 0; i < by_runs.size(); ++i) {
-      const int m = one.choose(bytes);
-      by_one.push_back(m);
-      one.record(m, bytes, seconds(m));
-    }
-    EXPECT_EQ(by_runs, by_one) << "mode 2 at " << fastest;
+    EXPECT_EQ(by_runs, chosen_one_by_one(one, by_runs.size(), bytes, seconds))
+        << "mode 2 at " << fastest;
     EXPECT_EQ(longest[2], 1u) << "mode 2 at " << fastest;
     // Held, mode 1 runs the most a run may; mode 0 only ever a burst of re-measures.
     if (fastest < rates[1]) EXPECT_EQ(longest[1], 32u);
