@@ -114,10 +114,9 @@ public:
   using Clock = std::chrono::steady_clock;
 
   // `track_cpus`: waits give the core away (wait mode yield or block, as where ranks outnumber
-  // cores), so they ask where the awaited ranks run (where_awaited), and arrivals publish
-  // where this one runs. `p2p_paths`: calls may take
-  // point-to-point instead of the node-shared path, as measured (PathChoice: not when ranks
-  // share cores).
+  // cores), so they ask where the awaited ranks run (where_awaited), and arrivals publish where
+  // this one runs. `p2p_paths`: calls may take point-to-point instead of the node-shared path, as
+  // measured (PathChoice: not when ranks share cores).
   NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks,
              unsigned store_modes, bool track_cpus, bool p2p_paths)
       : seg_(std::move(seg)),
@@ -614,25 +613,23 @@ private:
   std::vector<std::byte> scratch_;
   std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
   static constexpr std::uint64_t kProbeMagic = 0x726d70'64697265ULL;
-  // A burst of 4 calls (3 timed: the first pays for what the other path left in the caches)
-  // every 64 or so; one path far behind only every 8th turn. Where point-to-point is among
-  // the paths (`enabled`), a path known from its warm-up alone is measured again soon after
-  // it (rejudge_warmup): point-to-point's first calls are slower than its steady speed while
-  // its own copy chooser warms up (bcast of 4 MiB, two ranks: 560-790 us a call against
-  // 200-250 later). Where ranks have cores of their own and the choice is among node-shared
-  // paths alone (an allreduce's, a floating reduce's), a path's first calls say what it
-  // costs, and each call of a slow path is dear: a size class warms up the path its
-  // neighbour holds alone (warm_from_neighbour), and without an early re-measure. A path the
-  // class has not measured counts as far behind (far_bursts 0): it is first measured on its
-  // 8th turn, some 500 calls in. (With a burst at its first turn instead, far_bursts 1, the
-  // first class that chooses, 64 KiB here, took 1.05x the time.) A benchmark runs 50-150
-  // calls a size: the direct
-  // allreduce, 1.7-3x the chunks' time at 64 KiB and 1.2-1.6x at 1-16 MiB on this project's
-  // VMs, took 8 of 146 calls at 64 KiB, and its warm-up made the allreduce 4-12 % slower than
-  // the chunks forced (2 ranks far, 6 interleaved rounds, 64 KiB - 16 MiB: 0.92-0.96 of the
-  // time before with this pace, the chunks forced 0.88-0.955). (With ranks sharing cores the
-  // direct alltoall's and bcast's standing changes with the size: 0.60-1.15 of the chunks'
-  // time from 16 KiB to 4 MiB.)
+  // A burst of 4 calls (3 timed: the first pays for what the other path left in the caches) every
+  // 64 or so; one path far behind only every 8th turn. Where point-to-point is among the paths
+  // (`enabled`), a path known from its warm-up alone is measured again soon after it
+  // (rejudge_warmup): point-to-point's first calls are slower than its steady speed while its own
+  // copy chooser warms up (bcast of 4 MiB, two ranks: 560-790 us a call against 200-250 later).
+  // Where ranks have cores of their own and the choice is among node-shared paths alone (an
+  // allreduce's, a floating reduce's), a path's first calls say what it costs, and each call of a
+  // slow path is dear: a size class warms up the path its neighbour holds alone
+  // (warm_from_neighbour), and without an early re-measure. A path the class has not measured
+  // counts as far behind (far_bursts 0): it is first measured on its 8th turn, some 500 calls in.
+  // (With a burst at its first turn instead, far_bursts 1, the first class that chooses, 64 KiB
+  // here, took 1.05x the time.) A benchmark runs 50-150 calls a size: the direct allreduce, 1.7-3x
+  // the chunks' time at 64 KiB and 1.2-1.6x at 1-16 MiB on this project's VMs, took 8 of 146 calls
+  // at 64 KiB, and its warm-up made the allreduce 4-12 % slower than the chunks forced (2 ranks
+  // far, 6 interleaved rounds, 64 KiB - 16 MiB: 0.92-0.96 of the time before with this pace, the
+  // chunks forced 0.88-0.955). (With ranks sharing cores the direct alltoall's and bcast's standing
+  // changes with the size: 0.60-1.15 of the chunks' time from 16 KiB to 4 MiB.)
   PathTimes::Pace path_pace(unsigned enabled) const {
     const bool nodeshared_only = own_cores_ && !(enabled >> kP2pPath & 1);
     return {.period = 64,
@@ -731,20 +728,19 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
     unwinding_ = std::uncaught_exceptions();
     ns->set_root_waits(k == Coll::bcast && !ns->own_cores());
   }
-  // The decider announces a run of calls of this size class at once: what its choice would
-  // be for each of them while it records nothing new, up to kMaxRun, and every rank counts
-  // the run's calls down alike. With ranks sharing cores a small bcast per call cost a
-  // process switch a call (4 ranks on 2 cores, alltoall of 64 KiB: 51.0 us a call against
-  // 45.6 with the path forced). With cores of their own a direct path is announced every
-  // call: the bcast costs a cache line each way, and it starts the ranks together, which the
-  // direct allreduce needs (2 ranks, 1 MiB, interleaved: 111 us announced every call, 156
-  // with runs of 32, 171 with the path forced). The other paths do not need it, and there it
-  // only costs (2 ranks near, 20000 calls a size, interleaved: allreduce through the chunks
-  // 0.974x at 64 KiB, 0.990x at 256 KiB with runs; allgather 0.98x, alltoall 0.96x at
-  // 16 KiB; the rest 0.99-1.01x). A bcast's
-  // announcement goes from a receiver to the root, against the data, a round trip before
-  // the root can start (2 ranks, 8 / 16 / 64 KiB: 1.17 / 1.67 / 4.60 us a call with runs,
-  // 2.03 / 2.53 / 4.83 every call): runs for every path.
+  // The decider announces a run of calls of this size class at once: what its choice would be for
+  // each of them while it records nothing new, up to kMaxRun, and every rank counts the run's calls
+  // down alike. With ranks sharing cores a small bcast per call cost a process switch a call (4
+  // ranks on 2 cores, alltoall of 64 KiB: 51.0 us a call against 45.6 with the path forced). With
+  // cores of their own a direct path is announced every call: the bcast costs a cache line each
+  // way, and it starts the ranks together, which the direct allreduce needs (2 ranks, 1 MiB,
+  // interleaved: 111 us announced every call, 156 with runs of 32, 171 with the path forced). The
+  // other paths do not need it, and there it only costs (2 ranks near, 20000 calls a size,
+  // interleaved: allreduce through the chunks 0.974x at 64 KiB, 0.990x at 256 KiB with runs;
+  // allgather 0.98x, alltoall 0.96x at 16 KiB; the rest 0.99-1.01x). A bcast's announcement goes
+  // from a receiver to the root, against the data, a round trip before the root can start (2 ranks,
+  // 8 / 16 / 64 KiB: 1.17 / 1.67 / 4.60 us a call with runs, 2.03 / 2.53 / 4.83 every call): runs
+  // for every path.
   NodeShared::PathRun& run = ns->path_run(index_, NodeShared::PathTimes::bucket_of(bytes));
   if (run.left == 0) {
     std::uint32_t announced[2] = {};

@@ -25,9 +25,9 @@ struct ShmCalibrationOptions {
   // Past the wait or the last try, the job runs on declared figures.
   std::chrono::microseconds arrival_wait{20000};
   std::chrono::microseconds budget{500};
-  // Ranks outnumber this node's cores: before each try the owner waits, within the arrival
-  // wait, until no more tasks are runnable than it has CPUs (the other ranks still starting
-  // up would take the cores the pair needs at once).
+  // Ranks outnumber this node's cores: before the tries the owner waits (5 ms at most) until
+  // no more tasks are runnable than it has CPUs (the other ranks still starting up would take
+  // the cores the pair needs at once), and moves off the partner's CPU for each try.
   bool wait_for_cores = false;
 };
 
