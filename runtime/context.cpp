@@ -14,6 +14,7 @@
 #include <rmp/rmp.hpp>
 
 #include "runtime/copy.hpp"
+#include "runtime/cpu_place.hpp"
 #include "runtime/huge_pages.hpp"
 #include "runtime/log.hpp"
 #include "runtime/spin.hpp"
@@ -114,11 +115,9 @@ Context::Context(std::unique_ptr<Bootstrap> boot) : boot_(std::move(boot)) {
   // rlaunch counts the cores within its own CPU binding (taskset, a batch system's cpuset);
   // the machine's CPU count would call ranks crowded onto fewer cores not oversubscribed.
   // Without rlaunch's count: the CPUs this process may run on (taskset included).
-  cpu_set_t allowed;
   const long cores = id().local_cores > 0 ? id().local_cores
-                     : ::sched_getaffinity(0, sizeof allowed, &allowed) == 0
-                         ? CPU_COUNT(&allowed)
-                         : ::sysconf(_SC_NPROCESSORS_ONLN);
+                     : usable_cpus() > 0  ? usable_cpus()
+                                          : ::sysconf(_SC_NPROCESSORS_ONLN);
   local_cores_ = cores > 0 ? static_cast<int>(cores) : id().local_size;  // unknown: not crowded
   oversubscribed_ = id().local_size > local_cores_;
   endpoints_.assign(static_cast<std::size_t>(id().size), nullptr);

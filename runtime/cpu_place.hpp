@@ -6,7 +6,6 @@
 
 #include <sched.h>
 
-#include <algorithm>
 #include <cstdio>
 
 namespace rmp::rt {
@@ -23,11 +22,11 @@ inline int runnable_tasks() {
   return n;
 }
 
-// CPUs the calling thread may run on (at most CPU_SETSIZE: 1 where it has more).
+// CPUs the calling thread may run on (taskset, a cpuset included); 0 unknown (more than
+// CPU_SETSIZE).
 inline int usable_cpus() {
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
 }
 
 // While it lives, the calling thread runs on one CPU other than `avoid` (the partner's) when

@@ -73,7 +73,7 @@ constexpr auto kQuietMax = std::chrono::milliseconds(5);
 // and the wait is skipped.
 void wait_for_cores(Clock::time_point until) {
   const int cpus = usable_cpus();
-  if (cpus < static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) return;
+  if (cpus <= 0 || cpus < static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) return;
   for (int n = runnable_tasks(); n > cpus && Clock::now() < until; n = runnable_tasks())
     std::this_thread::sleep_for(kQuietPoll);
 }
