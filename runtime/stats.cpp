@@ -37,6 +37,7 @@ constexpr CounterField kFields[] = {
     {"endpoints", &Counters::endpoints},
     {"idle_yields", &Counters::idle_yields},
     {"idle_sleeps", &Counters::idle_sleeps},
+    {"cpu_moves", &Counters::cpu_moves},
     {"coll_shm_path", &Counters::coll_shm_path},
     {"coll_p2p_path", &Counters::coll_p2p_path},
     {"coll_direct_path", &Counters::coll_direct_path},

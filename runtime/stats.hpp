@@ -40,6 +40,8 @@ struct Counters {
   std::uint64_t endpoints = 0;            // peers connected (on first use, or all at start)
   std::uint64_t idle_yields = 0;          // waits that gave the core away (sched_yield)
   std::uint64_t idle_sleeps = 0;          // waits that slept (wait_mode=block)
+  std::uint64_t cpu_moves = 0;            // moves off a CPU crowded with ranks (unbound, when
+                                          // ranks outnumber cores; collectives/node_shared.cpp)
   // Collective calls whose path was chosen by measurement (collectives/node_shared.hpp,
   // PathChoice): the node-shared path, the point-to-point algorithm, or the node-shared
   // direct path (reduce, allreduce, allgather(v), alltoall: cross-memory attach).

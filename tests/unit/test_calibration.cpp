@@ -191,5 +191,72 @@ TEST(Calibration, LatePartner_FallsBackWithinTheArrivalWait) {
   EXPECT_EQ(c[0].reason, "local rank 1 did not arrive within 2 ms");
 }
 
+// Where ranks that outnumber the cores crowd onto one CPU (rt::less_crowded_cpu): only the
+// highest rank seen on a CPU holding two ranks more than the least crowded allowed CPU moves,
+// to that CPU; balanced or nearly balanced groups, unknown places and a single allowed CPU
+// move nobody.
+TEST(CpuPlace, LessCrowdedCpu_OnlyTheHighestRankOfACrowdedCpuMoves) {
+  const std::vector<int> two{0, 1};
+  // 4 ranks, three on CPU 0: rank 2 (the highest there) moves to CPU 1, ranks 0 and 1 stay.
+  const std::vector<int> three_one{0, 0, 0, 1};
+  EXPECT_EQ(less_crowded_cpu(three_one, 2, two), 1);
+  EXPECT_EQ(less_crowded_cpu(three_one, 0, two), -1);
+  EXPECT_EQ(less_crowded_cpu(three_one, 1, two), -1);
+  EXPECT_EQ(less_crowded_cpu(three_one, 3, two), -1);
+  // All four on one CPU: the highest moves; the other CPU, empty, takes it.
+  const std::vector<int> four_none{1, 1, 1, 1};
+  EXPECT_EQ(less_crowded_cpu(four_none, 3, two), 0);
+  EXPECT_EQ(less_crowded_cpu(four_none, 2, two), -1);
+  // Balanced (2 + 2) or one apart (3 ranks: 2 + 1): nobody moves.
+  const std::vector<int> two_two{0, 1, 0, 1}, two_one{0, 0, 1};
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(less_crowded_cpu(two_two, r, two), -1) << r;
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(less_crowded_cpu(two_one, r, two), -1) << r;
+  // 8 ranks, 5 + 3: the highest of CPU 1's five moves.
+  const std::vector<int> five_three{0, 1, 1, 0, 1, 1, 0, 1};
+  EXPECT_EQ(less_crowded_cpu(five_three, 7, two), 0);
+  for (int r = 0; r < 7; ++r) EXPECT_EQ(less_crowded_cpu(five_three, r, two), -1) << r;
+  // Only CPUs the rank may use count: with CPU 1 alone allowed it has nowhere to go; three
+  // CPUs allowed, the emptiest (the lowest of equals) takes it.
+  EXPECT_EQ(less_crowded_cpu(three_one, 2, std::vector<int>{0}), -1);
+  EXPECT_EQ(less_crowded_cpu(three_one, 2, std::vector<int>{0, 1, 2}), 2);
+  EXPECT_EQ(less_crowded_cpu(std::vector<int>{0, 0, 0, 2}, 2, std::vector<int>{0, 1, 2}), 1);
+  // Unknown places (-1) are not counted, and a rank whose own place is unknown stays.
+  EXPECT_EQ(less_crowded_cpu(std::vector<int>{0, 0, -1, 1}, 1, two), -1);
+  EXPECT_EQ(less_crowded_cpu(std::vector<int>{0, 0, 0, -1}, 2, two), 1);
+  EXPECT_EQ(less_crowded_cpu(std::vector<int>{-1, 0}, 0, two), -1);
+  // A rank index outside the group, or an empty group: nothing.
+  EXPECT_EQ(less_crowded_cpu(three_one, 4, two), -1);
+  EXPECT_EQ(less_crowded_cpu(three_one, -1, two), -1);
+  EXPECT_EQ(less_crowded_cpu(std::vector<int>{}, 0, two), -1);
+}
+
+// A move (rt::move_to_cpu) leaves the thread on the CPU asked for with the affinity it had:
+// a place, not a binding. A CPU outside that affinity is refused.
+TEST(CpuPlace, MoveToCpu_RunsThereWithTheAffinityItHad) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const std::vector<int> cpus = allowed_cpu_list();
+  ASSERT_EQ(static_cast<int>(cpus.size()), CPU_COUNT(&before));
+  for (const int cpu : cpus) {
+    ASSERT_TRUE(move_to_cpu(cpu)) << cpu;
+    // Where it moved, unless the scheduler already moved it on (it may: nothing binds it).
+    const int now = sched_getcpu();
+    EXPECT_TRUE(now == cpu || cpus.size() > 1) << now << " after a move to " << cpu;
+    cpu_set_t after;
+    ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&after, &before));
+  }
+  int outside = 0;
+  while (outside < CPU_SETSIZE && CPU_ISSET(outside, &before)) ++outside;
+  if (outside < CPU_SETSIZE) {
+    EXPECT_FALSE(move_to_cpu(outside));
+  }
+  EXPECT_FALSE(move_to_cpu(-1));
+  EXPECT_FALSE(move_to_cpu(CPU_SETSIZE));
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &before));
+}
+
 }  // namespace
 }  // namespace rmp::rt
