@@ -1,7 +1,9 @@
 // Where the calling thread runs, for the rare moments a rank needs another rank running at
 // the same time as itself (the shm calibration's pair, DESIGN §5): how many tasks the machine
 // has runnable, how many CPUs the thread may use, and a temporary move off another rank's
-// CPU. (A rank's main thread: the process's, where ranks are processes.)
+// CPU; and, where ranks outnumber cores and the scheduler crowds them, which rank moves where
+// (the node-shared collectives' waits). (A rank's main thread: the process's, where ranks are
+// processes.)
 #pragma once
 
 #include <sched.h>
