@@ -401,8 +401,9 @@ TEST(Rendezvous, SplitBatches_MixedSizesWithAndWithoutTheOwner_EveryByteArrives)
 }
 
 // Windows of rendezvous messages both ways at once between pairs: every byte arrives, and with
-// RMP_SHM_COPY=auto, gets started while the peer reads from this rank are chosen as traffic
-// both ways (the copy chooser's own kind for them), counted as such.
+// RMP_SHM_COPY=auto, gets started while this rank's own rendezvous sends are unread or the peer
+// reads from it are chosen as traffic both ways (the copy chooser's own kind for them),
+// counted as such.
 TEST(Rendezvous, TrafficBothWays_EveryByteArrives_ChosenAsTrafficBothWays) {
   const int r = rank(), n = size();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";
@@ -415,15 +416,21 @@ TEST(Rendezvous, TrafficBothWays_EveryByteArrives_ChosenAsTrafficBothWays) {
     for (int round = 0; round < kRounds; ++round) {
       std::vector<std::vector<std::byte>> in(kWindow, std::vector<std::byte>(bytes)), out;
       std::vector<rmp::Request> reqs;
-      for (int i = 0; i < kWindow; ++i) {
-        reqs.push_back(w.irecv(in[static_cast<std::size_t>(i)].data(), bytes, partner, 700 + i));
+      for (int i = 0; i < kWindow; ++i)
         out.push_back(make_message<std::byte>(
             bytes, seed(r, partner, static_cast<std::uint64_t>(round * kWindow + i), 0x5b)));
-      }
-      int mine = 0, theirs = 0;  // both windows of receives posted before any send
-      w.sendrecv(&mine, 1, partner, 699, &theirs, 1, partner, 699);
+      // Both windows of sends go out before either rank posts a receive: a get starts when a
+      // receive matches, so the first rank to post its receives starts reading with all of its
+      // own sends unread. With the receives posted first, a rank could read the other's whole
+      // window before its own sends left (its request-to-send messages, if queued behind a
+      // full ring, can reach the peer after its FINs: control passes queued data), and one run
+      // (sanitizer build, RMP_SHM_CMA=0) counted no get started while traffic ran both ways.
       for (int i = 0; i < kWindow; ++i)
         reqs.push_back(w.isend(out[static_cast<std::size_t>(i)].data(), bytes, partner, 700 + i));
+      int mine = 0, theirs = 0;  // behind the sends in order: they are all here once it is
+      w.sendrecv(&mine, 1, partner, 699, &theirs, 1, partner, 699);
+      for (int i = 0; i < kWindow; ++i)
+        reqs.push_back(w.irecv(in[static_cast<std::size_t>(i)].data(), bytes, partner, 700 + i));
       rmp::wait_all(reqs);
       for (int i = 0; i < kWindow; ++i)
         EXPECT_TRUE(
