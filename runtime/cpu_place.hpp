@@ -34,6 +34,15 @@ inline int usable_cpus() {
   return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
 }
 
+// Restricts the calling thread to `cpu` alone (the kernel moves it there at once). Returns
+// whether it could.
+inline bool pin_to_cpu(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
 // While it lives, the calling thread runs on one CPU other than `avoid` (the partner's) when
 // it would otherwise share that one with the partner: two ranks queued on one CPU never run at
 // once, and the scheduler does not move either within a measurement's budget. The affinity
@@ -43,13 +52,8 @@ public:
   explicit AwayFrom(int avoid) {
     if (avoid < 0 || sched_getcpu() != avoid || sched_getaffinity(0, sizeof old_, &old_) != 0)
       return;
-    for (int cpu = 0; cpu < CPU_SETSIZE && !moved_; ++cpu) {
-      if (cpu == avoid || !CPU_ISSET(cpu, &old_)) continue;
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      moved_ = sched_setaffinity(0, sizeof one, &one) == 0;
-    }
+    for (int cpu = 0; cpu < CPU_SETSIZE && !moved_; ++cpu)
+      if (cpu != avoid && CPU_ISSET(cpu, &old_)) moved_ = pin_to_cpu(cpu);
   }
   ~AwayFrom() {
     if (moved_) sched_setaffinity(0, sizeof old_, &old_);
@@ -108,10 +112,7 @@ inline bool move_to_cpu(int cpu) {
   if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof had, &had) != 0 ||
       !CPU_ISSET(cpu, &had))
     return false;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) return false;
+  if (!pin_to_cpu(cpu)) return false;
   sched_setaffinity(0, sizeof had, &had);
   return true;
 }
