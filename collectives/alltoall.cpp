@@ -3,8 +3,10 @@
 // the rank d ahead, the blocks whose rotated index has bit d set: small messages). In
 // alltoallv a rank cannot know the sizes of the blocks it forwards for others, so Bruck's
 // rounds carry a header with them.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,10 +15,10 @@
 namespace rmp::coll {
 namespace {
 
-[[noreturn]] void block_too_long(int from, std::size_t got, std::size_t room) {
-  throw Error(Errc::truncate, "alltoallv: the block from rank " + std::to_string(from) + " has " +
-                                  std::to_string(got) + " bytes, the receive count allows " +
-                                  std::to_string(room));
+Error block_too_long(int from, std::size_t got, std::size_t room) {
+  return Error(Errc::truncate, "alltoallv: the block from rank " + std::to_string(from) + " has " +
+                                   std::to_string(got) + " bytes, the receive count allows " +
+                                   std::to_string(room));
 }
 
 }  // namespace
@@ -31,13 +33,23 @@ void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void
                   static_cast<const std::byte*>(out) + rl.bytes(0, n));
     in = staged.data();
   }
-  if (sl.size(r) > rl.size(r)) block_too_long(r, sl.size(r), rl.size(r));
-  copy_bytes(at(out, rl.offset(r)), at(in, sl.offset(r)), sl.size(r));
+  // A block longer than its receive count fills its place and is reported once every round
+  // has run: the other ranks wait for this one's blocks (a truncated receive consumes its
+  // message, as in MPI).
+  std::optional<Error> truncated;
+  if (sl.size(r) > rl.size(r)) truncated = block_too_long(r, sl.size(r), rl.size(r));
+  copy_bytes(at(out, rl.offset(r)), at(in, sl.offset(r)), std::min(sl.size(r), rl.size(r)));
   for (int k = 1; k < n; ++k) {
     const int to = (r + k) % n, from = (r - k + n) % n;
-    exchange(c, at(in, sl.offset(to)), sl.size(to), to, at(out, rl.offset(from)), rl.size(from),
-             from, kAlltoall);
+    try {
+      exchange(c, at(in, sl.offset(to)), sl.size(to), to, at(out, rl.offset(from)), rl.size(from),
+               from, kAlltoall);
+    } catch (const Error& e) {
+      if (e.code() != Errc::truncate) throw;
+      if (!truncated) truncated = e;
+    }
   }
+  if (truncated) throw *truncated;
 }
 
 void alltoall_bruck(const CommImpl& c, const void* in, const Layout& sl, void* out,
@@ -85,11 +97,15 @@ void alltoall_bruck(const CommImpl& c, const void* in, const Layout& sl, void* o
       q += in_sizes[i];
     }
   }
+  // A block longer than its receive count fills its place and is reported after the others.
+  std::optional<Error> truncated;
   for (int j = 0; j < n; ++j) {
     const int from = (r - j + n) % n;
-    if (pos[j].bytes > rl.size(from)) block_too_long(from, pos[j].bytes, rl.size(from));
-    copy_bytes(at(out, rl.offset(from)), pos[j].data, pos[j].bytes);
+    if (pos[j].bytes > rl.size(from) && !truncated)
+      truncated = block_too_long(from, pos[j].bytes, rl.size(from));
+    copy_bytes(at(out, rl.offset(from)), pos[j].data, std::min(pos[j].bytes, rl.size(from)));
   }
+  if (truncated) throw *truncated;
 }
 
 }  // namespace rmp::coll

@@ -2,7 +2,9 @@
 // sends to every rank). In scatterv only the root knows the counts, so on the binomial tree a
 // subtree of more than one rank first receives a header with its blocks' sizes (a single rank
 // knows its own count).
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
@@ -78,8 +80,16 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
       rs.add(isend(c, p.data(), len, dest, kScatter));
     }
   }
-  copy_bytes(out, vr == 0 ? at(in, all.offset(root)) : held.data(), sizes[0]);
+  // A block longer than this rank's count (the root's counts and this rank's disagree: only
+  // the root's header tells a rank inside the tree) fills `out` and is reported once the
+  // subtree has its blocks.
+  copy_bytes(out, vr == 0 ? at(in, all.offset(root)) : held.data(),
+             std::min<std::size_t>(sizes[0], bytes));
   rs.wait_all();
+  if (sizes[0] > bytes)
+    throw Error(Errc::truncate, "scatterv: the block for rank " + std::to_string(c.rank()) +
+                                    " has " + std::to_string(sizes[0]) +
+                                    " bytes, the receive count allows " + std::to_string(bytes));
 }
 
 }  // namespace rmp::coll
