@@ -39,9 +39,9 @@ std::size_t credit_charge(std::size_t bytes) {
 }
 
 std::string truncate_message(int src, int tag, std::size_t msg, std::size_t cap) {
-  return "receive: message from rank " + std::to_string(src) + " with tag " +
-         std::to_string(tag) + " has " + std::to_string(msg) +
-         " bytes but the receive buffer holds " + std::to_string(cap) + " bytes (truncated)";
+  return "receive: message from rank " + std::to_string(src) + " with tag " + std::to_string(tag) +
+         " has " + std::to_string(msg) + " bytes but the receive buffer holds " +
+         std::to_string(cap) + " bytes (truncated)";
 }
 
 // Where a knob's value came from (std::nullopt: no such row).
@@ -94,8 +94,8 @@ struct Engine::Pending {
 
 struct Engine::Peer {
   rt::Endpoint* ep = nullptr;
-  std::size_t credits = 0;  // eager bytes this rank may still send to the peer
-  std::size_t owed = 0;     // eager bytes consumed here, not yet returned to the peer
+  std::size_t credits = 0;      // eager bytes this rank may still send to the peer
+  std::size_t owed = 0;         // eager bytes consumed here, not yet returned to the peer
   std::deque<Pending> control;  // acks and credit returns (no ordering with data)
   std::deque<Pending> data;     // eager and rendezvous starts, in send order
   bool listed = false;          // in pending_peers_
@@ -140,7 +140,6 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
         ctx.rank());
   }
 }
-
 
 RequestState* Engine::alloc() {
   if (free_.empty()) {
@@ -234,8 +233,8 @@ std::uint32_t Engine::take_owed(Peer& p) {
 // Sending
 
 void Engine::send_or_queue(Peer& p, int world, Am am, std::span<const std::byte> hdr,
-                           std::span<const std::byte> payload, bool inline_hint,
-                           RequestState* req, bool control) {
+                           std::span<const std::byte> payload, bool inline_hint, RequestState* req,
+                           bool control) {
   auto& q = control ? p.control : p.data;
   // Data keeps its order behind anything queued; control only waits for other control.
   const bool blocked = !q.empty() || (control ? false : !p.control.empty());
@@ -272,9 +271,8 @@ int Engine::flush_pending() {
     for (auto* q : {&p.control, &p.data}) {
       while (!q->empty()) {
         Pending& m = q->front();
-        const rt::TStatus s = p.ep->send_am(static_cast<rt::AmId>(m.am),
-                                            std::span(m.hdr.data(), m.hlen), m.payload,
-                                            m.inline_hint);
+        const rt::TStatus s = p.ep->send_am(
+            static_cast<rt::AmId>(m.am), std::span(m.hdr.data(), m.hlen), m.payload, m.inline_hint);
         if (s == rt::TStatus::retry) break;
         if (m.req) {
           if (s == rt::TStatus::error)
@@ -375,7 +373,15 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
 bool Engine::self_send_would_block(const CommImpl& comm, p2p::Channel ch, std::size_t bytes,
                                    int tag, bool sync) {
   Lock g(*this);
-  const Peer& p = peer(self_);
+  Peer& p = peer(self_);
+  // Credit this rank's receives freed is owed to itself: it comes back with its next message
+  // to itself or a credit message that only progress delivers. Taken back here, so that a
+  // send after every earlier one was received is buffered again.
+  if (!p.has_credit_for(bytes)) {
+    p.credits += p.owed;
+    p.owed = 0;
+    if (!p.has_credit_for(bytes)) progress_locked();
+  }
   // isend's choice for self (the tuner leaves self-sends alone): buffered when eager within
   // the credit, and not synchronous.
   const bool buffered = !sync && eager_size(bytes) && p.has_credit_for(bytes);

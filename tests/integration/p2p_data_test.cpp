@@ -210,13 +210,13 @@ TEST(Protocol, SelectionFollowsEffectiveThresholds) {
     const std::uint64_t d_stall = after.credit_stalls - before.credit_stalls;
     const std::uint64_t d_above = after.tune_eager_above - before.tune_eager_above;
     const std::uint64_t d_below = after.tune_rndv_below - before.tune_rndv_below;
-    const std::string ctx = "sizes sent 0→1 under " + k.table + "; counted inline/eager/rndv/" +
-                            "stalls/tuned-eager-above/tuned-rndv-below = " +
-                            std::to_string(d_inline) + "/" + std::to_string(d_eager) + "/" +
-                            std::to_string(d_rndv) + "/" + std::to_string(d_stall) + "/" +
-                            std::to_string(d_above) + "/" + std::to_string(d_below) +
-                            ", expected " + std::to_string(exp_inline) + "/" +
-                            std::to_string(exp_eager) + "/" + std::to_string(exp_rndv);
+    const std::string ctx =
+        "sizes sent 0→1 under " + k.table + "; counted inline/eager/rndv/" +
+        "stalls/tuned-eager-above/tuned-rndv-below = " + std::to_string(d_inline) + "/" +
+        std::to_string(d_eager) + "/" + std::to_string(d_rndv) + "/" + std::to_string(d_stall) +
+        "/" + std::to_string(d_above) + "/" + std::to_string(d_below) + ", expected " +
+        std::to_string(exp_inline) + "/" + std::to_string(exp_eager) + "/" +
+        std::to_string(exp_rndv);
     EXPECT_EQ(d_inline + d_eager + d_rndv, sizes.size()) << ctx;
     EXPECT_EQ(d_rndv + d_above, exp_rndv + d_stall + d_below) << ctx;
     EXPECT_LE(d_inline, exp_inline) << ctx;
@@ -290,7 +290,8 @@ TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
       std::vector<std::vector<std::byte>> bufs;
       std::vector<rmp::Request> reqs;
       for (int i = 0; i < kWindow; ++i) {
-        const auto key = seed(sender, receiver, static_cast<std::uint64_t>(round * kWindow + i), 0x7e);
+        const auto key =
+            seed(sender, receiver, static_cast<std::uint64_t>(round * kWindow + i), 0x7e);
         if (r % 2 == 1) {
           bufs.emplace_back(bytes);
           reqs.push_back(w.irecv(bufs.back().data(), bytes, partner, 900 + i));
@@ -305,7 +306,8 @@ TEST(Rendezvous, WindowsOfGets_MechanismChangesKeepEveryByte) {
       } else {
         w.recv(&go, 1, partner, 899);
         for (int i = 0; i < kWindow; ++i)
-          reqs.push_back(w.isend(bufs[static_cast<std::size_t>(i)].data(), bytes, partner, 900 + i));
+          reqs.push_back(
+              w.isend(bufs[static_cast<std::size_t>(i)].data(), bytes, partner, 900 + i));
       }
       rmp::wait_all(reqs);
       if (r % 2 == 1) {
@@ -729,6 +731,37 @@ TEST(Self, BlockingSendThatCouldNeverComplete_InvalidArgument) {
     w.send(msg.data(), 1, r, 822);
     EXPECT_EQ(w.recv(buf.data(), 1, r, 822).bytes, 1u);
   }
+}
+
+// Blocking sends to one's own rank are buffered until the eager credit runs out (then the
+// next one is refused, as above); once every one of them was received, the credit is back
+// and as many are buffered again (the receives' credit was owed to this rank itself, and a
+// send refused it while it had not come back through progress).
+TEST(Self, CreditSpentThenEveryMessageReceived_BufferedAgain) {
+  const int r = rank();
+  const rmp::Comm& w = rmp::world();
+  if (std::max(knobs().inline_threshold, knobs().eager_threshold) == 0)
+    GTEST_SKIP() << "no eager sends in this variant: nothing is buffered";
+  auto fill = [&](int tag) {
+    int x = 0, k = 0;
+    for (;; ++k) {
+      try {
+        w.send(&x, 1, r, tag);
+      } catch (const rmp::Error& e) {
+        EXPECT_EQ(e.code(), rmp::Errc::invalid_argument) << e.what();
+        return k;
+      }
+      if (k > (1 << 22)) ADD_FAILURE() << "the credit never ran out";
+      if (k > (1 << 22)) return k;
+    }
+  };
+  const int first = fill(830);
+  ASSERT_GT(first, 0);
+  int x = 0;
+  for (int i = 0; i < first; ++i) w.recv(&x, 1, r, 830);
+  EXPECT_EQ(fill(831), first);
+  for (int i = 0; i < first; ++i) w.recv(&x, 1, r, 831);
+  EXPECT_FALSE(w.iprobe(r, rmp::any_tag).has_value());
 }
 
 // sendrecv with one's own rank as both destination and source, at every protocol size.
