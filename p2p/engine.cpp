@@ -683,7 +683,16 @@ bool Engine::is_complete(RequestState* r) {
 }
 
 Status Engine::wait(RequestState* r) {
-  progress_until([r] { return r->complete; });
+  try {
+    progress_until([r] { return r->complete; });
+  } catch (...) {
+    // The wait gave up (a peer failed): the request is no longer the caller's, whose buffer
+    // may be gone once the call returns. As a released request: an unmatched receive leaves
+    // the posted queue (else a later message would land in that buffer, and be lost to the
+    // receive that waits for it), the rest is freed when it completes.
+    release(r);
+    throw;
+  }
   Lock g(*this);
   Status s = r->status;
   if (r->has_error) {

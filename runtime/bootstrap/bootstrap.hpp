@@ -75,5 +75,8 @@ class InProcessStore;
 std::shared_ptr<InProcessStore> make_in_process_store(int size);
 std::unique_ptr<Bootstrap> make_in_process_bootstrap(std::shared_ptr<InProcessStore> store,
                                                      int rank);
+// As the launcher reports a rank that died: poll_peer_failure() of every rank of `store`
+// returns `failure` from now on (tests of the failure paths).
+void report_peer_failure(InProcessStore& store, PeerFailure failure);
 
 }  // namespace rmp::rt

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <rmp/rmp.hpp>
@@ -87,6 +88,20 @@ private:
   std::map<std::string, std::vector<std::byte>, std::less<>> values_;
   int arrived_ = 0;
   std::uint64_t generation_ = 0;
+
+public:
+  // As the launcher would: every rank's poll_peer_failure() reports `f` from now on.
+  void report_peer_failure(PeerFailure f) {
+    std::lock_guard lock(mutex_);
+    failure_ = std::move(f);
+  }
+  std::optional<PeerFailure> peer_failure() {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+
+private:
+  std::optional<PeerFailure> failure_;
 };
 
 namespace {
@@ -125,6 +140,7 @@ public:
   }
 
   void finalize() override {}
+  std::optional<PeerFailure> poll_peer_failure() override { return store_->peer_failure(); }
 
 private:
   std::shared_ptr<InProcessStore> store_;
@@ -148,6 +164,10 @@ std::shared_ptr<InProcessStore> make_in_process_store(int size) {
 
 // abort() on this bootstrap throws Error(Errc::internal) instead of ending the process: the
 // "job" is a set of threads inside a test runner, and there is no process of its own to end.
+void report_peer_failure(InProcessStore& store, PeerFailure failure) {
+  store.report_peer_failure(std::move(failure));
+}
+
 std::unique_ptr<Bootstrap> make_in_process_bootstrap(std::shared_ptr<InProcessStore> store,
                                                      int rank) {
   if (!store) throw Error(Errc::invalid_argument, "make_in_process_bootstrap: store is null");

@@ -2,21 +2,25 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/thread_ranks.hpp"
 
 using rmp::p2p::Channel;
-using rmp::testing::ThreadRank;
 using rmp::testing::run_thread_ranks;
+using rmp::testing::ThreadRank;
 
 namespace {
 
 std::vector<unsigned char> pattern(std::size_t n, int seed) {
   std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 7 + 3) & 0xff);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<unsigned char>((i * 131 + seed * 7 + 3) & 0xff);
   return v;
 }
 
@@ -63,7 +67,8 @@ TEST(P2pThreads, UnexpectedFlood_StaysWithinCredits) {
       std::iota(v.begin(), v.end(), 0);
       std::vector<rmp::detail::RequestState*> rs;
       for (int i = 0; i < count; ++i)
-        rs.push_back(e.isend(t.world, Channel::user, &v[i], sizeof(int), 1, i == count - 1 ? 2 : 1, false));
+        rs.push_back(
+            e.isend(t.world, Channel::user, &v[i], sizeof(int), 1, i == count - 1 ? 2 : 1, false));
       for (auto* r : rs) e.wait(r);
       EXPECT_GT(t.ctx.counters().credit_stalls, 0u);
     } else {
@@ -153,7 +158,8 @@ TEST(P2pThreads, Truncation_LeavesNextMessageIntact) {
           ADD_FAILURE() << "no truncation error at size " << size;
         } catch (const rmp::Error& err) {
           EXPECT_EQ(err.code(), rmp::Errc::truncate);
-          EXPECT_NE(std::string(err.what()).find(std::to_string(size) + " bytes"), std::string::npos)
+          EXPECT_NE(std::string(err.what()).find(std::to_string(size) + " bytes"),
+                    std::string::npos)
               << err.what();
         }
         auto st = e.wait(e.irecv(t.world, Channel::user, full.data(), size, 0, 1));
@@ -183,5 +189,43 @@ TEST(P2pThreads, ProbeThenCancel) {
       EXPECT_TRUE(e.cancel(c));
       e.wait(c);
     }
+  });
+}
+
+// A wait that gives up because the launcher reported a failed rank leaves nothing behind: the
+// receive it waited for is withdrawn, so a message that arrives later goes to the receive
+// posted for it, not into the buffer of the call that threw (which may be gone by then).
+TEST(P2pThreads, WaitEndedByPeerFailure_WithdrawsItsReceive) {
+  std::atomic<bool> threw{false};
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    auto& e = t.engine;
+    constexpr int kTag = 5;
+    if (t.world.rank() == 1) {
+      while (!threw.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const int v = 42;
+      e.send(t.world, Channel::user, &v, sizeof v, 0, kTag);  // eager: no wait
+      return;
+    }
+    rmp::rt::report_peer_failure(t.store, {1, "rank 1 (test) exited with status 3"});
+    int stale = -1;
+    try {
+      e.wait(e.irecv(t.world, Channel::user, &stale, sizeof stale, rmp::any_source, kTag));
+      ADD_FAILURE() << "the wait did not end";
+    } catch (const rmp::Error& err) {
+      EXPECT_EQ(err.code(), rmp::Errc::peer_failed) << err.what();
+    }
+    threw = true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!e.iprobe(t.world, Channel::user, 1, kTag).has_value()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the message never became receivable";
+        return;
+      }
+      std::this_thread::yield();
+    }
+    int got = 0;
+    e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, kTag));
+    EXPECT_EQ(got, 42);
+    EXPECT_EQ(stale, -1) << "the withdrawn receive's buffer was written";
   });
 }

@@ -20,6 +20,7 @@ struct ThreadRank {
   rt::Context& ctx;
   detail::Engine& engine;
   detail::CommImpl& world;
+  rt::InProcessStore& store;  // the job's (rt::report_peer_failure)
 };
 
 // Runs fn on n thread-ranks; rethrows the first exception any of them threw.
@@ -34,7 +35,7 @@ inline void run_thread_ranks(int n, const std::function<void(ThreadRank&)>& fn) 
         rt::Context ctx(rt::make_in_process_bootstrap(store, r));
         detail::Engine engine(ctx);
         detail::CommImpl world(engine, 0, r, n);
-        ThreadRank tr{ctx, engine, world};
+        ThreadRank tr{ctx, engine, world, *store};
         fn(tr);
         // Finalize: drain sends and queued messages, then a barrier through bootstrap (no
         // further traffic).
