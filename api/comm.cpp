@@ -41,9 +41,9 @@ std::uint32_t agree_context(const detail::CommImpl& c) {
 
 void check_op(const char* call, Op op, detail::Type t) {
   if (!coll::op_applies(op, t))
-    throw Error(Errc::invalid_argument, std::string(call) + ": argument 'op' = " +
-                                            coll::op_name(op) + " does not apply to elements of type " +
-                                            coll::type_name(t));
+    throw Error(Errc::invalid_argument,
+                std::string(call) + ": argument 'op' = " + coll::op_name(op) +
+                    " does not apply to elements of type " + coll::type_name(t));
 }
 
 // A count array needs an entry per rank. A longer one is accepted, its entries past size()
@@ -51,9 +51,9 @@ void check_op(const char* call, Op op, detail::Type t) {
 // for the world to a call on a smaller communicator.
 void check_counts(const char* call, const char* arg, std::span<const std::size_t> v, int size) {
   if (v.size() < static_cast<std::size_t>(size))
-    throw Error(Errc::invalid_count, std::string(call) + ": argument '" + arg + "' has " +
-                                         std::to_string(v.size()) + " entries, the communicator has " +
-                                         std::to_string(size) + " ranks");
+    throw Error(Errc::invalid_count,
+                std::string(call) + ": argument '" + arg + "' has " + std::to_string(v.size()) +
+                    " entries, the communicator has " + std::to_string(size) + " ranks");
 }
 
 // RMP_COLL_CHECK records (coll_check.hpp). A data-moving collective's: count and element type
@@ -98,7 +98,8 @@ std::size_t layout_extent(const char* call, const char* counts_arg, const char* 
   std::size_t end = 0;
   int last = 0;  // the rank whose block ends last
   for (int i = 0; i < size; ++i) {
-    const std::size_t c = counts[static_cast<std::size_t>(i)], d = displs[static_cast<std::size_t>(i)];
+    const std::size_t c = counts[static_cast<std::size_t>(i)],
+                      d = displs[static_cast<std::size_t>(i)];
     if (c > SIZE_MAX - d)
       throw Error(Errc::invalid_count, std::string(call) + ": " + displs_arg + "[" +
                                            std::to_string(i) + "] = " + std::to_string(d) + " + " +
@@ -233,10 +234,8 @@ void Comm::send_(const void* buf, std::size_t count, std::size_t esize, Type, in
                             "and completes") +
                     " only once a matching receive is posted, none is, and none can be while it "
                     "blocks (post the receive first with irecv, or use isend)");
-  if (sync)
-    c.engine().wait(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, true));
-  else
-    c.engine().send(c, Channel::user, buf, bytes, dest, tag);
+  if (sync) c.engine().wait(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, true));
+  else c.engine().send(c, Channel::user, buf, bytes, dest, tag);
 }
 
 Status Comm::recv_(void* buf, std::size_t count, std::size_t esize, Type, int source,
@@ -270,8 +269,7 @@ Request Comm::irecv_(void* buf, std::size_t count, std::size_t esize, Type, int 
 }
 
 Status Comm::sendrecv_(const void* sbuf, std::size_t scount, int dest, int stag, void* rbuf,
-                       std::size_t rcount, int source, int rtag, std::size_t esize,
-                       Type) const {
+                       std::size_t rcount, int source, int rtag, std::size_t esize, Type) const {
   detail::CommImpl& c = comm_of(*this, "sendrecv");
   check_rank("sendrecv", "dest", dest, c.size(), false);
   check_tag("sendrecv", "stag", stag, false);
@@ -369,9 +367,8 @@ void Comm::reduce_(const void* in, bool inplace, void* out, std::size_t count, s
   coll::reduce(c, inplace ? nullptr : in, out, count, esize, t, op, root);
 }
 
-void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count,
-                      std::size_t esize, Type t, Op op, Compression comp,
-                      bool explicit_compression) const {
+void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
+                      Type t, Op op, Compression comp, bool explicit_compression) const {
   detail::CommImpl& c = comm_of(*this, "allreduce");
   comp = validated(
       c, "allreduce", Coll::allreduce,
@@ -501,9 +498,9 @@ void Comm::gatherv_(const void* in, bool inplace, std::size_t count, void* out, 
       c, "gatherv", Coll::gatherv,
       [&] {
         // In place at the root, as gather (its block is already at its place in out).
-        check_rooted_v(c, "gatherv", "in", inplace ? out : in, count, esize, root);
         if (inplace && c.rank() != root)
           throw Error(Errc::invalid_argument, "gatherv: in_place is allowed only at the root");
+        check_rooted_v(c, "gatherv", "in", inplace ? out : in, count, esize, root);
         if (c.rank() == root)
           check_root_layout(c, "gatherv", "out", out, count, counts, displs, esize);
         return 0;
@@ -528,8 +525,8 @@ void Comm::scatterv_(const void* in, bool inplace, sizes counts, sizes displs, v
   coll::scatterv(c, in, counts, displs, out, count, esize, root);
 }
 
-void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts,
-                           std::size_t esize, Type t, Op op) const {
+void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts, std::size_t esize,
+                           Type t, Op op) const {
   detail::CommImpl& c = comm_of(*this, "reduce_scatter");
   validated(
       c, "reduce_scatter", Coll::reduce_scatter,

@@ -67,8 +67,8 @@ inline constexpr bool is_integer_element =
            unsigned long, long long, unsigned long long>;
 
 template <class T>
-concept Element = is_integer_element<T> || one_of<T, float, double, std::complex<float>,
-                                                  std::complex<double>, std::byte>;
+concept Element = is_integer_element<T> ||
+    one_of<T, float, double, std::complex<float>, std::complex<double>, std::byte>;
 
 template <class T>
 consteval Type type_code() {
@@ -99,7 +99,14 @@ class CommImpl;
 
 }  // namespace detail
 
-// MPI_IN_PLACE: pass rmp::in_place<T> as the input buffer where API.md allows it.
+// MPI_IN_PLACE: pass rmp::in_place<T> as the input buffer where API.md allows it, and (as MPI
+// does, beyond API.md's list) to:
+//   gatherv (root), allgatherv: this rank's block is already at its place in `out`
+//     (displs[rank]);
+//   reduce_scatter: the input is the sum(counts) elements of `out`; the result is left in its
+//     first counts[rank] elements.
+// Elsewhere (sends, bcast, scatter(v), alltoallv, a non-root's gather(v) or reduce) it is
+// refused with Errc::invalid_argument naming the call and the argument.
 template <class T>
 inline const T* const in_place = reinterpret_cast<const T*>(detail::in_place_anchor<T>);
 
@@ -218,8 +225,7 @@ public:
     bcast_(buf, buf == in_place<T>, count, sizeof(T), detail::type_code<T>(), root);
   }
   template <detail::Element T>
-  void reduce(const T* in, std::type_identity_t<T>* out, std::size_t count, Op op,
-              int root) const {
+  void reduce(const T* in, std::type_identity_t<T>* out, std::size_t count, Op op, int root) const {
     reduce_(in, in == in_place<T>, out, count, sizeof(T), detail::type_code<T>(), op, root);
   }
   template <detail::Element T>
@@ -229,8 +235,7 @@ public:
   }
   template <detail::Element T>
   void allreduce(const T* in, T* out, std::size_t count, Op op, Compression c) const {
-    allreduce_(in, in == in_place<T>, out, count, sizeof(T), detail::type_code<T>(), op, c,
-               true);
+    allreduce_(in, in == in_place<T>, out, count, sizeof(T), detail::type_code<T>(), op, c, true);
   }
   template <detail::Element T>
   void gather(const T* in, std::size_t count, std::type_identity_t<T>* out, int root) const {
@@ -250,8 +255,7 @@ public:
   }
   template <detail::Element T>
   void reduce_scatter_block(const T* in, T* out, std::size_t count, Op op) const {
-    reduce_scatter_block_(in, in == in_place<T>, out, count, sizeof(T), detail::type_code<T>(),
-                          op);
+    reduce_scatter_block_(in, in == in_place<T>, out, count, sizeof(T), detail::type_code<T>(), op);
   }
   template <detail::Element T>
   void scan(const T* in, T* out, std::size_t count, Op op) const {
@@ -270,8 +274,7 @@ public:
   }
   template <detail::Element T>
   void scatterv(const std::type_identity_t<T>* in, std::span<const std::size_t> counts,
-                std::span<const std::size_t> displs, T* out, std::size_t count,
-                int root) const {
+                std::span<const std::size_t> displs, T* out, std::size_t count, int root) const {
     scatterv_(in, in == in_place<T>, counts, displs, out, count, sizeof(T), detail::type_code<T>(),
               root);
   }
@@ -287,8 +290,7 @@ public:
   }
   template <detail::Element T>
   void alltoallv(const T* in, std::span<const std::size_t> scounts,
-                 std::span<const std::size_t> sdispls, T* out,
-                 std::span<const std::size_t> rcounts,
+                 std::span<const std::size_t> sdispls, T* out, std::span<const std::size_t> rcounts,
                  std::span<const std::size_t> rdispls) const {
     alltoallv_(in, in == in_place<T>, scounts, sdispls, out, rcounts, rdispls, sizeof(T),
                detail::type_code<T>());
@@ -314,8 +316,7 @@ private:
   using sizes = std::span<const std::size_t>;
   void send_(const void* buf, std::size_t count, std::size_t esize, Type t, int dest, int tag,
              bool sync) const;
-  Status recv_(void* buf, std::size_t count, std::size_t esize, Type t, int source,
-               int tag) const;
+  Status recv_(void* buf, std::size_t count, std::size_t esize, Type t, int source, int tag) const;
   Request isend_(const void* buf, std::size_t count, std::size_t esize, Type t, int dest,
                  int tag) const;
   Request irecv_(void* buf, std::size_t count, std::size_t esize, Type t, int source,
@@ -339,8 +340,8 @@ private:
                  Type t) const;
   void reduce_scatter_block_(const void* in, bool inplace, void* out, std::size_t count,
                              std::size_t esize, Type t, Op op) const;
-  void scan_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
-             Type t, Op op, bool exclusive) const;
+  void scan_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize, Type t,
+             Op op, bool exclusive) const;
   void gatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
                 sizes displs, std::size_t esize, Type t, int root) const;
   void scatterv_(const void* in, bool inplace, sizes counts, sizes displs, void* out,
@@ -353,8 +354,8 @@ private:
                   sizes rcounts, sizes rdispls, std::size_t esize, Type t) const;
   Request ibcast_(void* buf, bool inplace, std::size_t count, std::size_t esize, Type t,
                   int root) const;
-  Request iallreduce_(const void* in, bool inplace, void* out, std::size_t count,
-                      std::size_t esize, Type t, Op op) const;
+  Request iallreduce_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
+                      Type t, Op op) const;
 
   std::shared_ptr<detail::CommImpl> impl_;
 };

@@ -366,12 +366,19 @@ TEST(CollData, VVariants_ZeroCountsAndGaps) {
       EXPECT_TRUE(matches(part.data(), counts[me], seed(me, root, scale, 7)))
           << "scatterv root " << root;
     }
-    std::vector<double> all(end, -1);
-    auto mine = make_message<double>(counts[me], seed(me, 9, scale, 8));
-    w.allgatherv(mine.data(), counts[me], all.data(), counts, displs);
-    for (int r = 0; r < p; ++r)
-      EXPECT_TRUE(matches(all.data() + displs[r], counts[r], seed(r, 9, scale, 8)))
-          << "allgatherv from " << r;
+    for (bool inplace : {false, true}) {  // in place (as MPI allows): own block already there
+      std::vector<double> all(end, -1);
+      auto mine = make_message<double>(counts[me], seed(me, 9, scale, 8));
+      if (inplace) {
+        std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(displs[me]));
+        w.allgatherv(rmp::in_place<double>, counts[me], all.data(), counts, displs);
+      } else {
+        w.allgatherv(mine.data(), counts[me], all.data(), counts, displs);
+      }
+      for (int r = 0; r < p; ++r)
+        EXPECT_TRUE(matches(all.data() + displs[r], counts[r], seed(r, 9, scale, 8)))
+            << "allgatherv from " << r << (inplace ? " in place" : "");
+    }
     // alltoallv: block s → d has ((s + d) % 3) · scale elements.
     std::vector<std::size_t> sc(p), sd(p), rc(p), rd(p);
     std::size_t send_end = 0, recv_end = 0;
@@ -412,11 +419,20 @@ TEST(CollData, ReduceScatter_BlockAndV_InPlace) {
       std::size_t first = 0;
       for (int r = 0; r < me; ++r) first += counts[r];
       auto vin = exact_input<float>(Op::sum, me, total, salt);
-      std::vector<float> vout(counts[me] + 1, -1);
-      w.reduce_scatter(vin.data(), vout.data(), counts, Op::sum);
-      EXPECT_TRUE(reduced(vout.data(), Op::sum, 0, p, first, counts[me], salt))
-          << "reduce_scatter n " << n;
-      EXPECT_EQ(vout[counts[me]], -1) << "reduce_scatter wrote past its block";
+      if (inplace) {  // as MPI allows: the input is all of out, the result its first counts[me]
+        std::vector<float> vout = vin;
+        vout.push_back(-1);
+        w.reduce_scatter(rmp::in_place<float>, vout.data(), counts, Op::sum);
+        EXPECT_TRUE(reduced(vout.data(), Op::sum, 0, p, first, counts[me], salt))
+            << "reduce_scatter in place n " << n;
+        EXPECT_EQ(vout[total], -1) << "reduce_scatter in place wrote past its input";
+      } else {
+        std::vector<float> vout(counts[me] + 1, -1);
+        w.reduce_scatter(vin.data(), vout.data(), counts, Op::sum);
+        EXPECT_TRUE(reduced(vout.data(), Op::sum, 0, p, first, counts[me], salt))
+            << "reduce_scatter n " << n;
+        EXPECT_EQ(vout[counts[me]], -1) << "reduce_scatter wrote past its block";
+      }
     }
 }
 

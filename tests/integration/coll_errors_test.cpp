@@ -122,6 +122,10 @@ TEST(CollErrors, InPlaceAwayFromTheRoot_InvalidArgument) {
                  {"gather", "in_place"}, "gather in_place off root");
     expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), {}, {}, 0); },
                  Errc::invalid_argument, {"gatherv", "in_place"}, "gatherv in_place off root");
+    // With no `out` (not significant off the root): still the in_place error, not a null `in`.
+    expect_error([&] { w.gatherv(rmp::in_place<int>, 4, static_cast<int*>(nullptr), {}, {}, 0); },
+                 Errc::invalid_argument, {"gatherv", "in_place is allowed only at the root"},
+                 "gatherv in_place off root, no out");
   } else if (checking && size() > 1) {
     expect_error([&] { w.reduce(rmp::in_place<int>, v.data(), 4, Op::sum, 0); },
                  Errc::invalid_argument, {"reduce: rank 1 rejected its arguments"},
@@ -130,9 +134,10 @@ TEST(CollErrors, InPlaceAwayFromTheRoot_InvalidArgument) {
                  {"gather: rank 1 rejected its arguments"}, "gather at the root");
     std::vector<std::size_t> counts(static_cast<std::size_t>(size()), 4), displs(counts.size());
     for (std::size_t q = 0; q < displs.size(); ++q) displs[q] = 4 * q;
-    expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), counts, displs, 0); },
-                 Errc::invalid_argument, {"gatherv: rank 1 rejected its arguments"},
-                 "gatherv at the root");
+    for (int call = 0; call < 2; ++call)
+      expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), counts, displs, 0); },
+                   Errc::invalid_argument, {"gatherv: rank 1 rejected its arguments"},
+                   "gatherv at the root");
   }
 }
 
