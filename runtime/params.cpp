@@ -417,7 +417,7 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .formula = [](Resolver& r) -> double { return r.get(Knob::link_bw); },
      .formula_text = "link_bw (the get moves the payload over the link once)",
      .calibrated = &LinkFigures::get_bw_Bps,
-     .meaning = {"", "the faster of the chunk copy and the single copy (process_vm_readv)",
+     .meaning = {"", "the fastest of the chunk copy, the single copy (process_vm_readv) and the split copy (both processes copying half)",
                  "speed of an emulated get", "speed of an RDMA read"},
      .help = "Speed of a rendezvous get (1e6-1e13 bytes/s): calibrated on shm, else link_bw. "
              "Feeds eager_threshold."},
