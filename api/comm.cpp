@@ -500,7 +500,8 @@ void Comm::gatherv_(const void* in, bool inplace, std::size_t count, void* out, 
         // In place at the root, as gather (its block is already at its place in out).
         if (inplace && c.rank() != root)
           throw Error(Errc::invalid_argument, "gatherv: in_place is allowed only at the root");
-        check_rooted_v(c, "gatherv", "in", inplace ? out : in, count, esize, root);
+        check_rooted_v(c, "gatherv", inplace ? "out" : "in", inplace ? out : in, count, esize,
+                       root);
         if (c.rank() == root)
           check_root_layout(c, "gatherv", "out", out, count, counts, displs, esize);
         return 0;
@@ -542,7 +543,9 @@ void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts
         }
         checked_bytes("reduce_scatter", "counts", total, esize);
         if (!inplace) check_buffer("reduce_scatter", "in", in, total);
-        check_buffer("reduce_scatter", "out", out, counts[static_cast<std::size_t>(c.rank())]);
+        // In place, `out` holds the input too: all of it.
+        check_buffer("reduce_scatter", "out", out,
+                     inplace ? total : counts[static_cast<std::size_t>(c.rank())]);
         return 0;
       },
       [&] {

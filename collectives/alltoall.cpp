@@ -33,9 +33,10 @@ void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void
                   static_cast<const std::byte*>(out) + rl.bytes(0, n));
     in = staged.data();
   }
-  // A block longer than its receive count fills its place and is reported once every round
-  // has run: the other ranks wait for this one's blocks (a truncated receive consumes its
-  // message, as in MPI).
+  // A block longer than its receive count (counts that disagree, which only its sender knows)
+  // is reported once every round has run: the other ranks wait for this one's blocks. Its
+  // place keeps what the receive kept of it (a truncated receive consumes its message, as in
+  // MPI: an eager one's first bytes, nothing of a rendezvous one; its own block's first bytes).
   std::optional<Error> truncated;
   if (sl.size(r) > rl.size(r)) truncated = block_too_long(r, sl.size(r), rl.size(r));
   copy_bytes(at(out, rl.offset(r)), at(in, sl.offset(r)), std::min(sl.size(r), rl.size(r)));
@@ -46,7 +47,11 @@ void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void
                from, kAlltoall);
     } catch (const Error& e) {
       if (e.code() != Errc::truncate) throw;
-      if (!truncated) truncated = e;
+      if (!truncated)
+        truncated =
+            Error(Errc::truncate, "alltoallv: the block from rank " + std::to_string(from) +
+                                      " is longer than the receive count allows (" +
+                                      std::to_string(rl.size(from)) + " bytes): " + e.what());
     }
   }
   if (truncated) throw *truncated;
@@ -97,7 +102,8 @@ void alltoall_bruck(const CommImpl& c, const void* in, const Layout& sl, void* o
       q += in_sizes[i];
     }
   }
-  // A block longer than its receive count fills its place and is reported after the others.
+  // A block longer than its receive count fills its place with its first bytes and is
+  // reported after the others are in theirs.
   std::optional<Error> truncated;
   for (int j = 0; j < n; ++j) {
     const int from = (r - j + n) % n;

@@ -11,13 +11,33 @@
 
 namespace rmp::coll {
 
+namespace {
+
+// A block longer than this rank's count (the root's counts and this rank's disagree): the
+// receive, which consumed it, named as the collective's.
+[[noreturn]] void block_too_long(const CommImpl& c, std::size_t bytes, const Error& e) {
+  throw Error(Errc::truncate, "scatterv: the block for rank " + std::to_string(c.rank()) +
+                                  " is longer than the receive count allows (" +
+                                  std::to_string(bytes) + " bytes): " + e.what());
+}
+
+// The block from the parent (or root), straight into `out`.
+void recv_block(const CommImpl& c, void* out, std::size_t bytes, int from) {
+  if (!bytes) return;
+  try {
+    recv(c, out, bytes, from, kScatter);
+  } catch (const Error& e) {
+    if (e.code() == Errc::truncate) block_too_long(c, bytes, e);
+    throw;
+  }
+}
+
+}  // namespace
+
 void scatter_linear(const CommImpl& c, const void* in, const Layout& all, void* out,
                     std::size_t bytes, int root) {
   const int n = c.size(), r = c.rank();
-  if (r != root) {
-    if (bytes) recv(c, out, bytes, root, kScatter);
-    return;
-  }
+  if (r != root) return recv_block(c, out, bytes, root);
   Requests rs(c);
   for (int i = 0; i < n; ++i)
     if (i != root && all.size(i)) rs.add(isend(c, at(in, all.offset(i)), all.size(i), i, kScatter));
@@ -37,10 +57,7 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
     for (int j = 0; j < n; ++j) sizes[static_cast<std::size_t>(j)] = all.size(abs_rank(j, root, n));
   } else {
     const int parent = abs_rank(vr - lowbit(vr), root, n);
-    if (sz == 1) {  // a leaf knows its count: its block goes straight to `out`
-      if (bytes) recv(c, out, bytes, parent, kScatter);
-      return;
-    }
+    if (sz == 1) return recv_block(c, out, bytes, parent);  // a leaf: straight to `out`
     if (!sizes_known) recv(c, sizes.data(), sizes.size() * sizeof(std::uint64_t), parent, kSizes);
     std::size_t total = 0;
     for (std::uint64_t s : sizes) total += s;
@@ -81,15 +98,14 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
     }
   }
   // A block longer than this rank's count (the root's counts and this rank's disagree: only
-  // the root's header tells a rank inside the tree) fills `out` and is reported once the
-  // subtree has its blocks.
+  // the root's header tells a rank inside the tree) fills `out` with its first bytes and is
+  // reported once the subtree has its blocks.
   copy_bytes(out, vr == 0 ? at(in, all.offset(root)) : held.data(),
              std::min<std::size_t>(sizes[0], bytes));
   rs.wait_all();
   if (sizes[0] > bytes)
-    throw Error(Errc::truncate, "scatterv: the block for rank " + std::to_string(c.rank()) +
-                                    " has " + std::to_string(sizes[0]) +
-                                    " bytes, the receive count allows " + std::to_string(bytes));
+    block_too_long(c, bytes,
+                   Error(Errc::truncate, "its header says " + std::to_string(sizes[0]) + " bytes"));
 }
 
 }  // namespace rmp::coll

@@ -378,8 +378,7 @@ bool Engine::self_send_would_block(const CommImpl& comm, p2p::Channel ch, std::s
   // to itself or a credit message that only progress delivers. Taken back here, so that a
   // send after every earlier one was received is buffered again.
   if (!p.has_credit_for(bytes)) {
-    p.credits += p.owed;
-    p.owed = 0;
+    p.credits += take_owed(p);
     if (!p.has_credit_for(bytes)) progress_locked();
   }
   // isend's choice for self (the tuner leaves self-sends alone): buffered when eager within
@@ -685,12 +684,14 @@ bool Engine::is_complete(RequestState* r) {
 Status Engine::wait(RequestState* r) {
   try {
     progress_until([r] { return r->complete; });
-  } catch (...) {
+  } catch (const Error& e) {
     // The wait gave up (a peer failed): the request is no longer the caller's, whose buffer
-    // may be gone once the call returns. As a released request: an unmatched receive leaves
-    // the posted queue (else a later message would land in that buffer, and be lost to the
-    // receive that waits for it), the rest is freed when it completes.
-    release(r);
+    // may be gone once the call returns. It is released as a destroyed Request is: an
+    // unmatched receive leaves the posted queue (else a later message would land in that
+    // buffer, and be lost to the receive that waits for it); anything already under way (a
+    // matched rendezvous receive, a queued send) runs on and is freed when it completes, as
+    // MPI_Request_free leaves it. The job ends soon after a failure anyway (rlaunch).
+    if (e.code() == Errc::peer_failed) release(r);
     throw;
   }
   Lock g(*this);

@@ -29,9 +29,9 @@ struct RequestState {
   enum class Kind : std::uint8_t { send, recv, activity };
   Kind kind = Kind::send;
   bool complete = false;
-  bool released = false;   // the user's handle is gone: free on completion
+  bool released = false;  // the user's handle is gone: free on completion
   bool cancelled = false;
-  bool posted = false;     // in a posted-receive queue
+  bool posted = false;  // in a posted-receive queue
   bool has_error = false;
   Errc err = Errc::internal;
   std::unique_ptr<std::string> err_msg;  // only when failed: keeps the struct cheap to reset
@@ -80,7 +80,10 @@ namespace rmp::detail {
 class CommImpl {
 public:
   CommImpl(Engine& e, std::uint32_t context, int rank, std::vector<int> world_of)
-      : engine_(e), context_(context), rank_(rank), size_(static_cast<int>(world_of.size())),
+      : engine_(e),
+        context_(context),
+        rank_(rank),
+        size_(static_cast<int>(world_of.size())),
         world_of_(std::move(world_of)) {}
   CommImpl(Engine& e, std::uint32_t context, int rank, int size)  // identity map (world)
       : engine_(e), context_(context), rank_(rank), size_(size) {}
@@ -121,8 +124,8 @@ public:
   // Non-blocking operations; `dest`/`src` are ranks of `comm` (src may be any_source).
   RequestState* isend(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
                       int dest, int tag, bool sync);
-  RequestState* irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes,
-                      int src, int tag);
+  RequestState* irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes, int src,
+                      int tag);
   // Whether a blocking send from this rank to itself (dest = comm.rank()) would wait forever:
   // one that is not buffered (rendezvous, or synchronous) completes only once a matching
   // receive is posted, and while it blocks no other call can post one (thread levels up to
@@ -134,7 +137,9 @@ public:
   void send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes, int dest,
             int tag);
 
-  // Completes r and releases it; throws rmp::Error if it failed (prefixing `call`).
+  // Completes r and releases it; throws the rmp::Error it failed with. A wait ended by a failed
+  // peer (Errc::peer_failed) releases r as a destroyed Request would (an unmatched receive is
+  // cancelled).
   Status wait(RequestState* r);
   // Status if complete (r is then released), nullopt otherwise.
   std::optional<Status> test(RequestState* r);
@@ -264,8 +269,7 @@ private:
   inline void return_credit(Peer& p, int world, std::size_t bytes);  // as free_request
   void send_ack(int world, p2p::Am am, std::uint64_t sid);
 
-  Unexpected* enqueue_unexpected(MatchQueues& q, p2p::Am kind, int from,
-                                 const p2p::EagerHeader& h);
+  Unexpected* enqueue_unexpected(MatchQueues& q, p2p::Am kind, int from, const p2p::EagerHeader& h);
   inline void deliver_eager(RequestState* r, int peer, const p2p::EagerHeader& h,
                             std::span<const std::byte> payload, bool sync, std::uint64_t sid);
   void start_rendezvous(RequestState* r, int peer, const p2p::RtsHeader& h);
@@ -291,8 +295,8 @@ private:
   std::size_t inline_threshold_, eager_threshold_;
   std::size_t credit_bytes_;  // eager buffer each receiver grants each sender
   int self_ = -1;             // this rank's world rank (ctx_.rank() is a virtual call away)
-  std::vector<std::unique_ptr<Peer>> peers_;  // by world rank, created on first use
-  std::vector<Peer*> pending_peers_;          // peers with queued sends
+  std::vector<std::unique_ptr<Peer>> peers_;          // by world rank, created on first use
+  std::vector<Peer*> pending_peers_;                  // peers with queued sends
   std::vector<std::unique_ptr<MatchQueues>> queues_;  // by context
   std::vector<std::unique_ptr<RequestState>> pool_;
   std::vector<RequestState*> free_;
@@ -304,7 +308,7 @@ private:
   std::size_t outstanding_sends_ = 0;
   std::size_t unexpected_now_ = 0;
   std::vector<RequestState*> activities_;
-  std::size_t active_gets_ = 0;  // rendezvous reads in progress at this rank
+  std::size_t active_gets_ = 0;                // rendezvous reads in progress at this rank
   std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
   std::recursive_mutex mu_;
   bool threaded_ = false;

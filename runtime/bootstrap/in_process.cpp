@@ -162,12 +162,12 @@ std::shared_ptr<InProcessStore> make_in_process_store(int size) {
       size, "t" + std::to_string(getpid()) + "-" + std::to_string(counter.fetch_add(1)));
 }
 
-// abort() on this bootstrap throws Error(Errc::internal) instead of ending the process: the
-// "job" is a set of threads inside a test runner, and there is no process of its own to end.
 void report_peer_failure(InProcessStore& store, PeerFailure failure) {
   store.report_peer_failure(std::move(failure));
 }
 
+// abort() on this bootstrap throws Error(Errc::internal) instead of ending the process: the
+// "job" is a set of threads inside a test runner, and there is no process of its own to end.
 std::unique_ptr<Bootstrap> make_in_process_bootstrap(std::shared_ptr<InProcessStore> store,
                                                      int rank) {
   if (!store) throw Error(Errc::invalid_argument, "make_in_process_bootstrap: store is null");

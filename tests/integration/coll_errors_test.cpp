@@ -57,6 +57,13 @@ TEST(CollErrors, NullBufferWithCount_InvalidArgument) {
                "scan");
   expect_error([&] { w.exscan(null, v.data(), 4, Op::sum); }, Errc::invalid_argument,
                {"exscan", "in"}, "exscan");
+  // In place, reduce_scatter's `out` holds the whole input: null is an error even where this
+  // rank's own count is 0 (with one rank there is nothing else: no error).
+  std::vector<std::size_t> counts(static_cast<std::size_t>(size()), 2);
+  counts[static_cast<std::size_t>(rank())] = 0;
+  if (size() > 1)
+    expect_error([&] { w.reduce_scatter(rmp::in_place<int>, null, counts, Op::sum); },
+                 Errc::invalid_argument, {"reduce_scatter", "out"}, "reduce_scatter in place");
   // A root-only buffer is not significant elsewhere: null there is fine (no error, no hang).
   std::vector<int> mine(4, rank()), all(rank() == 0 ? 4 * size() : 0);
   w.gather(mine.data(), 4, rank() == 0 ? all.data() : nullptr, 0);
@@ -134,7 +141,7 @@ TEST(CollErrors, InPlaceAwayFromTheRoot_InvalidArgument) {
                  {"gather: rank 1 rejected its arguments"}, "gather at the root");
     std::vector<std::size_t> counts(static_cast<std::size_t>(size()), 4), displs(counts.size());
     for (std::size_t q = 0; q < displs.size(); ++q) displs[q] = 4 * q;
-    for (int call = 0; call < 2; ++call)
+    for (int call = 0; call < 2; ++call)  // one for each of the non-roots' two gatherv calls
       expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), counts, displs, 0); },
                    Errc::invalid_argument, {"gatherv: rank 1 rejected its arguments"},
                    "gatherv at the root");

@@ -740,27 +740,28 @@ TEST(Self, BlockingSendThatCouldNeverComplete_InvalidArgument) {
 TEST(Self, CreditSpentThenEveryMessageReceived_BufferedAgain) {
   const int r = rank();
   const rmp::Comm& w = rmp::world();
-  if (std::max(knobs().inline_threshold, knobs().eager_threshold) == 0)
-    GTEST_SKIP() << "no eager sends in this variant: nothing is buffered";
+  // The largest message that is buffered: the credit runs out after some rq_depth of them.
+  const std::size_t bytes = std::max(knobs().inline_threshold, knobs().eager_threshold);
+  if (bytes == 0) GTEST_SKIP() << "no eager sends in this variant: nothing is buffered";
+  std::vector<char> msg(bytes, 's'), buf(bytes);
+  constexpr int kMost = 1 << 16;
   auto fill = [&](int tag) {
-    int x = 0, k = 0;
-    for (;; ++k) {
+    for (int k = 0; k < kMost; ++k) {
       try {
-        w.send(&x, 1, r, tag);
+        w.send(msg.data(), bytes, r, tag);
       } catch (const rmp::Error& e) {
         EXPECT_EQ(e.code(), rmp::Errc::invalid_argument) << e.what();
         return k;
       }
-      if (k > (1 << 22)) ADD_FAILURE() << "the credit never ran out";
-      if (k > (1 << 22)) return k;
     }
+    ADD_FAILURE() << "the credit never ran out in " << kMost << " sends of " << bytes << " B";
+    return kMost;
   };
   const int first = fill(830);
   ASSERT_GT(first, 0);
-  int x = 0;
-  for (int i = 0; i < first; ++i) w.recv(&x, 1, r, 830);
+  for (int i = 0; i < first; ++i) w.recv(buf.data(), bytes, r, 830);
   EXPECT_EQ(fill(831), first);
-  for (int i = 0; i < first; ++i) w.recv(&x, 1, r, 831);
+  for (int i = 0; i < first; ++i) w.recv(buf.data(), bytes, r, 831);
   EXPECT_FALSE(w.iprobe(r, rmp::any_tag).has_value());
 }
 

@@ -192,9 +192,9 @@ TEST(P2pThreads, ProbeThenCancel) {
   });
 }
 
-// A wait that gives up because the launcher reported a failed rank leaves nothing behind: the
-// receive it waited for is withdrawn, so a message that arrives later goes to the receive
-// posted for it, not into the buffer of the call that threw (which may be gone by then).
+// A wait that gives up because the launcher reported a failed rank withdraws the unmatched
+// receive it waited for, so a message that arrives later goes to the receive posted for it,
+// not into the buffer of the call that threw (which may be gone by then).
 TEST(P2pThreads, WaitEndedByPeerFailure_WithdrawsItsReceive) {
   std::atomic<bool> threw{false};
   run_thread_ranks(2, [&](ThreadRank& t) {

@@ -187,9 +187,10 @@ double measure_get_setup_us(bool cma) {
 }
 
 // The owner's side once the partner joined: round trips of a shared line, the pipelined copy
-// with cached stores, (with cross-memory attach) the single copy, then (when the transport may
-// use them) the pipelined copy with streaming stores. Returns false when the deadline passed
-// before the last of the first three. Counters continue from an earlier try's.
+// with cached stores, (with cross-memory attach) the single and the split copy, then (when the
+// transport may use them) the pipelined copy with streaming stores. Returns false when the
+// deadline passed before the single copy was measured. Counters continue from an earlier
+// try's.
 bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streaming,
                   std::span<std::byte> dst, LinkFigures& f) {
   std::vector<double> batches;
@@ -290,8 +291,6 @@ bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streamin
   // by the deadline or refused (ptrace rules), it counts for nothing.
   double split = 0;
   if (single > 0) {
-    s->owner_pid = static_cast<std::int32_t>(::getpid());
-    s->split_dst = reinterpret_cast<std::uint64_t>(dst.data());
     std::vector<double> rates;
     for (int i = 0; i <= kGetRepeats; ++i) {
       const std::uint64_t req = s->split_req.load(std::memory_order_relaxed) + 1;
@@ -315,7 +314,7 @@ bool measure_pair(Shared* s, Clock::time_point deadline, bool cma, bool streamin
     }
     if (!rates.empty()) split = median(rates);
   }
-  // Last, as it may be cut short (-1: the cached figure stands).
+  // Last, as it may be cut short (the passes that ended count; none: the cached figure stands).
   if (streaming) f.bw_Bps = std::max(f.bw_Bps, passes(true));
   f.get_bw_Bps = std::max({f.bw_Bps, single, split});
   return true;
@@ -338,6 +337,8 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
   s->total = kSegmentBytes;
   s->state.store(kWaiting, std::memory_order_relaxed);
   s->partner_cpu.store(-1, std::memory_order_relaxed);
+  s->owner_pid = static_cast<std::int32_t>(::getpid());
+  s->split_dst = reinterpret_cast<std::uint64_t>(get_buffer().data());
   s->ready.store(1, std::memory_order_release);
 
   // The partner may still be starting: measure what needs no partner meanwhile.
@@ -390,7 +391,7 @@ void participate_as_partner(const JobIdentity& id, const ShmCalibrationOptions& 
   auto* s = static_cast<Shared*>(seg.data());
   if (s->magic != kMagic) return;
   std::uint32_t expected = kWaiting;
-  // Fault this side's mapping in before the owner's clock runs (64 pages: 0.7 ms here).
+  // Fault this side's mapping in before the owner's clock runs (80 pages: ~0.7 ms here).
   std::memset(chunk(s, 0), 0, kSlots * kChunk + kGetArea);
   if (!s->state.compare_exchange_strong(expected, kJoined)) return;
   // The owner may still be asleep in its arrival wait: until its first ping, yield the core
