@@ -245,7 +245,7 @@ Status Comm::recv_(void* buf, std::size_t count, std::size_t esize, Type, int so
   check_tag("recv", "tag", tag, true);
   const std::size_t bytes = checked_bytes("recv", "count", count, esize);
   check_buffer("recv", "buf", buf, count);
-  return c.engine().wait(c.engine().irecv(c, Channel::user, buf, bytes, source, tag));
+  return c.engine().wait(c.engine().irecv(c, Channel::user, buf, bytes, source, tag, "recv"));
 }
 
 Request Comm::isend_(const void* buf, std::size_t count, std::size_t esize, Type, int dest,
@@ -265,7 +265,7 @@ Request Comm::irecv_(void* buf, std::size_t count, std::size_t esize, Type, int 
   check_tag("irecv", "tag", tag, true);
   const std::size_t bytes = checked_bytes("irecv", "count", count, esize);
   check_buffer("irecv", "buf", buf, count);
-  return Request(c.engine().irecv(c, Channel::user, buf, bytes, source, tag));
+  return Request(c.engine().irecv(c, Channel::user, buf, bytes, source, tag, "irecv"));
 }
 
 Status Comm::sendrecv_(const void* sbuf, std::size_t scount, int dest, int stag, void* rbuf,
@@ -286,7 +286,7 @@ Status Comm::sendrecv_(const void* sbuf, std::size_t scount, int dest, int stag,
   detail::RequestState* s = e.isend(c, Channel::user, sbuf, sbytes, dest, stag, false);
   detail::RequestState* r = nullptr;
   try {
-    r = e.irecv(c, Channel::user, rbuf, rbytes, source, rtag);
+    r = e.irecv(c, Channel::user, rbuf, rbytes, source, rtag, "sendrecv");
   } catch (...) {
     e.wait(s);
     throw;

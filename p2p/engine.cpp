@@ -38,10 +38,10 @@ std::size_t credit_charge(std::size_t bytes) {
   return (bytes + kCreditUnit - 1) / kCreditUnit * kCreditUnit + kCreditUnit;
 }
 
-std::string truncate_message(int src, int tag, std::size_t msg, std::size_t cap) {
-  return "receive: message from rank " + std::to_string(src) + " with tag " + std::to_string(tag) +
-         " has " + std::to_string(msg) + " bytes but the receive buffer holds " +
-         std::to_string(cap) + " bytes (truncated)";
+std::string truncate_message(const char* call, int src, int tag, std::size_t msg, std::size_t cap) {
+  return std::string(call) + ": message from rank " + std::to_string(src) + " with tag " +
+         std::to_string(tag) + " has " + std::to_string(msg) +
+         " bytes but the receive buffer holds " + std::to_string(cap) + " bytes (truncated)";
 }
 
 // Where a knob's value came from (std::nullopt: no such row).
@@ -460,10 +460,11 @@ void Engine::tuned_send_completed(const RequestState& r) {
 // Receiving
 
 RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes,
-                            int src, int tag) {
+                            int src, int tag, const char* call) {
   Lock g(*this);
   RequestState* r = alloc();
   r->kind = RequestState::Kind::recv;
+  r->call = call;
   r->ctx = comm.context(ch);
   r->src = src;
   r->tag = tag;
@@ -498,7 +499,7 @@ RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, st
   if (payload.size() > r->cap) {
     if (r->cap) rt::copy_bytes(r->buf, payload.data(), r->cap);
     r->status.bytes = r->cap;
-    fail(r, Errc::truncate, truncate_message(h.src, h.tag, payload.size(), r->cap));
+    fail(r, Errc::truncate, truncate_message(r->call, h.src, h.tag, payload.size(), r->cap));
   } else if (!payload.empty()) {
     rt::copy_bytes(r->buf, payload.data(), payload.size());
   }
@@ -515,7 +516,7 @@ void Engine::start_rendezvous(RequestState* r, int peer_world, const RtsHeader& 
   if (h.size > r->cap) {
     // MPI consumes a truncated message: release the sender without moving the data.
     r->status.bytes = 0;
-    fail(r, Errc::truncate, truncate_message(h.e.src, h.e.tag, h.size, r->cap));
+    fail(r, Errc::truncate, truncate_message(r->call, h.e.src, h.e.tag, h.size, r->cap));
     send_ack(peer_world, Am::fin, h.sid);
     complete(r);
     return;

@@ -41,6 +41,7 @@ struct RequestState {
   int src = any_source, tag = any_tag;
   void* buf = nullptr;
   std::size_t cap = 0;
+  const char* call = "receive";  // the public call that posted it, for its errors
   RequestState* prev = nullptr;
   RequestState* next = nullptr;
   // send
@@ -124,8 +125,9 @@ public:
   // Non-blocking operations; `dest`/`src` are ranks of `comm` (src may be any_source).
   RequestState* isend(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
                       int dest, int tag, bool sync);
+  // `call`: the public call it serves, which its errors name (a truncated message's).
   RequestState* irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes, int src,
-                      int tag);
+                      int tag, const char* call = "receive");
   // Whether a blocking send from this rank to itself (dest = comm.rank()) would wait forever:
   // one that is not buffered (rendezvous, or synchronous) completes only once a matching
   // receive is posted, and while it blocks no other call can post one (thread levels up to

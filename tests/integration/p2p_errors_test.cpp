@@ -41,11 +41,12 @@ TruncRoles trunc_roles() {
 }
 
 void check_truncate_error(const rmp::Error& e, const TruncCase& c, int src, int tag,
-                          const std::string& how) {
+                          const std::string& how, const std::string& call) {
   const std::string what = e.what();
   const std::string ctx = how + " of a " + std::to_string(c.msg) + " B " + proto_name(c.proto) +
                           " message into " + std::to_string(c.buf) + " B; what(): " + what;
   EXPECT_EQ(e.code(), rmp::Errc::truncate) << ctx;
+  EXPECT_EQ(what.rfind(call + ": ", 0), 0u) << ctx << " — does not start with the call";
   for (const std::string& needle :
        {std::to_string(src), std::to_string(tag), std::to_string(c.msg), std::to_string(c.buf)})
     EXPECT_NE(what.find(needle), std::string::npos) << ctx << " — does not name " << needle;
@@ -87,7 +88,7 @@ void truncation_round(bool use_irecv, int tag0, std::uint64_t salt) {
         ADD_FAILURE() << how << " of a " << c.msg << " B " << proto_name(c.proto)
                       << " message into a " << c.buf << " B buffer did not throw";
       } catch (const rmp::Error& e) {
-        check_truncate_error(e, c, src, tag, how);
+        check_truncate_error(e, c, src, tag, how, use_irecv ? "irecv" : "recv");
       }
       EXPECT_TRUE(untouched(small.data() + c.buf, 16)) << how << ": wrote past the posted buffer";
       for (int m = 1; m <= 2; ++m) {
