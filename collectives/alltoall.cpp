@@ -16,9 +16,7 @@ namespace rmp::coll {
 namespace {
 
 Error block_too_long(int from, std::size_t got, std::size_t room) {
-  return Error(Errc::truncate, "alltoallv: the block from rank " + std::to_string(from) + " has " +
-                                   std::to_string(got) + " bytes, the receive count allows " +
-                                   std::to_string(room));
+  return coll::block_too_long("alltoallv", from, room, "it has " + std::to_string(got) + " bytes");
 }
 
 }  // namespace
@@ -47,11 +45,7 @@ void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void
                from, kAlltoall);
     } catch (const Error& e) {
       if (e.code() != Errc::truncate) throw;
-      if (!truncated)
-        truncated =
-            Error(Errc::truncate, "alltoallv: the block from rank " + std::to_string(from) +
-                                      " is longer than the receive count allows (" +
-                                      std::to_string(rl.size(from)) + " bytes): " + e.what());
+      if (!truncated) truncated = coll::block_too_long("alltoallv", from, rl.size(from), e.what());
     }
   }
   if (truncated) throw *truncated;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "collectives/collectives.hpp"
@@ -126,6 +127,16 @@ inline void sendrecv(const CommImpl& c, const void* sbuf, std::size_t sbytes, in
   rs.add(irecv(c, rbuf, rbytes, src, tag));
   rs.add(isend(c, sbuf, sbytes, dest, tag));
   rs.wait_all();
+}
+
+// A block from rank `from` longer than this rank's count for it allows (`room` bytes): counts
+// that disagree between ranks, which only the block's sender knows (scatterv's root, an
+// alltoallv sender). `detail` says how long it was (a truncated receive's own message).
+inline Error block_too_long(const char* call, int from, std::size_t room,
+                            const std::string& detail) {
+  return Error(Errc::truncate, std::string(call) + ": the block from rank " + std::to_string(from) +
+                                   " is longer than the receive count " + "allows (" +
+                                   std::to_string(room) + " bytes): " + detail);
 }
 
 // sendrecv where a side whose size is 0 is left out: for algorithms whose block sizes both

@@ -13,21 +13,14 @@ namespace rmp::coll {
 
 namespace {
 
-// A block longer than this rank's count (the root's counts and this rank's disagree): the
-// receive, which consumed it, named as the collective's.
-[[noreturn]] void block_too_long(const CommImpl& c, std::size_t bytes, const Error& e) {
-  throw Error(Errc::truncate, "scatterv: the block for rank " + std::to_string(c.rank()) +
-                                  " is longer than the receive count allows (" +
-                                  std::to_string(bytes) + " bytes): " + e.what());
-}
-
-// The block from the parent (or root), straight into `out`.
+// The block from the parent (or root), straight into `out`; one longer than this rank's count
+// (the root's counts and this rank's disagree) is consumed and reported as scatterv's.
 void recv_block(const CommImpl& c, void* out, std::size_t bytes, int from) {
   if (!bytes) return;
   try {
     recv(c, out, bytes, from, kScatter);
   } catch (const Error& e) {
-    if (e.code() == Errc::truncate) block_too_long(c, bytes, e);
+    if (e.code() == Errc::truncate) throw block_too_long("scatterv", from, bytes, e.what());
     throw;
   }
 }
@@ -49,6 +42,7 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
                       std::size_t bytes, bool sizes_known, int root) {
   const int n = c.size(), vr = rel(c.rank(), root, n);
   const int sz = subtree_size(vr, n);
+  const int parent = vr == 0 ? root : abs_rank(vr - lowbit(vr), root, n);  // root: itself
   // Sizes of this subtree's blocks in relative order, and where they are: in `in` at the
   // root, packed in a scratch buffer elsewhere.
   std::vector<std::uint64_t> sizes(static_cast<std::size_t>(sz), bytes);
@@ -56,7 +50,6 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
   if (vr == 0) {
     for (int j = 0; j < n; ++j) sizes[static_cast<std::size_t>(j)] = all.size(abs_rank(j, root, n));
   } else {
-    const int parent = abs_rank(vr - lowbit(vr), root, n);
     if (sz == 1) return recv_block(c, out, bytes, parent);  // a leaf: straight to `out`
     if (!sizes_known) recv(c, sizes.data(), sizes.size() * sizeof(std::uint64_t), parent, kSizes);
     std::size_t total = 0;
@@ -104,8 +97,8 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
              std::min<std::size_t>(sizes[0], bytes));
   rs.wait_all();
   if (sizes[0] > bytes)
-    block_too_long(c, bytes,
-                   Error(Errc::truncate, "its header says " + std::to_string(sizes[0]) + " bytes"));
+    throw block_too_long("scatterv", parent, bytes,
+                         "it has " + std::to_string(sizes[0]) + " bytes");
 }
 
 }  // namespace rmp::coll

@@ -73,6 +73,16 @@ public:
                                    " of in-process job " + job_id_ + ")");
   }
 
+  // As the launcher would: every rank's poll_peer_failure() reports `f` from now on.
+  void report_peer_failure(PeerFailure f) {
+    std::lock_guard lock(mutex_);
+    failure_ = std::move(f);
+  }
+  std::optional<PeerFailure> peer_failure() {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+
 private:
   // steady_clock::now() + milliseconds::max() overflows; a day is "forever" for a bootstrap.
   static std::chrono::milliseconds clamp(std::chrono::milliseconds t) {
@@ -88,19 +98,6 @@ private:
   std::map<std::string, std::vector<std::byte>, std::less<>> values_;
   int arrived_ = 0;
   std::uint64_t generation_ = 0;
-
-public:
-  // As the launcher would: every rank's poll_peer_failure() reports `f` from now on.
-  void report_peer_failure(PeerFailure f) {
-    std::lock_guard lock(mutex_);
-    failure_ = std::move(f);
-  }
-  std::optional<PeerFailure> peer_failure() {
-    std::lock_guard lock(mutex_);
-    return failure_;
-  }
-
-private:
   std::optional<PeerFailure> failure_;
 };
 
