@@ -89,7 +89,15 @@ struct Engine::Pending {
   bool inline_hint;
   std::array<std::byte, 64> hdr;
   std::span<const std::byte> payload;
-  RequestState* req;  // completed once sent (eager sends), or nullptr
+  RequestState* req;  // the send it carries (failed if the transport rejects it), or nullptr
+  bool completes;     // req completes once this message is sent (a plain eager send)
+};
+
+// A rendezvous read the transport had no room for (TStatus::retry): tried again by progress.
+struct Engine::RetryGet {
+  RequestState* r;
+  std::uint64_t addr;
+  rt::RemoteKey key;
 };
 
 struct Engine::Peer {
@@ -216,6 +224,11 @@ rt::Endpoint& Engine::endpoint_of(Peer& p, int world) {
   return *p.ep;
 }
 
+void Engine::route_through(int world, rt::Endpoint& e) {
+  Lock g(*this);
+  peer(world).ep = &e;
+}
+
 Engine::MatchQueues& Engine::new_queues(std::uint32_t ctx) {
   if (ctx >= queues_.size()) queues_.resize(ctx + 1);
   auto& q = queues_[ctx];
@@ -234,7 +247,7 @@ std::uint32_t Engine::take_owed(Peer& p) {
 
 void Engine::send_or_queue(Peer& p, int world, Am am, std::span<const std::byte> hdr,
                            std::span<const std::byte> payload, bool inline_hint, RequestState* req,
-                           bool control) {
+                           bool completes, bool control) {
   auto& q = control ? p.control : p.data;
   // Data keeps its order behind anything queued; control only waits for other control.
   const bool blocked = !q.empty() || (control ? false : !p.control.empty());
@@ -242,26 +255,37 @@ void Engine::send_or_queue(Peer& p, int world, Am am, std::span<const std::byte>
     const rt::TStatus s =
         endpoint_of(p, world).send_am(static_cast<rt::AmId>(am), hdr, payload, inline_hint);
     if (s == rt::TStatus::ok) {
-      if (req) complete(req);
+      if (req && completes) complete(req);
       return;
     }
     if (s == rt::TStatus::error) {
-      if (req) {
-        fail(req, Errc::transport,
-             "send: the transport rejected a message to rank " + std::to_string(world));
-        complete(req);
-      }
+      if (req) send_rejected(p, req);
       return;
     }
     ++ctx_.counters().ring_full;
   }
-  Pending pend{am, static_cast<std::uint8_t>(hdr.size()), inline_hint, {}, payload, req};
+  Pending pend{am, static_cast<std::uint8_t>(hdr.size()), inline_hint, {}, payload, req, completes};
   std::memcpy(pend.hdr.data(), hdr.data(), hdr.size());
   q.push_back(pend);
   if (!p.listed) {
     p.listed = true;
     pending_peers_.push_back(&p);
   }
+}
+
+// The transport refused a send's message (eager, synchronous eager or rendezvous start): the
+// peer will never answer it, so the send ends here, failed, its memory no longer exposed.
+void Engine::send_rejected(Peer& p, RequestState* r) {
+  if (r->registered) {
+    std::span<const std::byte> region(static_cast<const std::byte*>(r->sbuf), r->bytes);
+    p.ep->transport().deregister_memory(region, r->key);
+    r->registered = false;
+    if (p.rndv_out > 0) --p.rndv_out;
+  }
+  fail(r, Errc::transport,
+       "send: the transport rejected a message of " + std::to_string(r->bytes) + " bytes to rank " +
+           std::to_string(r->peer));
+  complete(r);
 }
 
 int Engine::flush_pending() {
@@ -275,9 +299,8 @@ int Engine::flush_pending() {
             static_cast<rt::AmId>(m.am), std::span(m.hdr.data(), m.hlen), m.payload, m.inline_hint);
         if (s == rt::TStatus::retry) break;
         if (m.req) {
-          if (s == rt::TStatus::error)
-            fail(m.req, Errc::transport, "send: the transport rejected a queued message");
-          complete(m.req);
+          if (s == rt::TStatus::error) send_rejected(p, m.req);
+          else if (m.completes) complete(m.req);
         }
         q->pop_front();
         ++n;
@@ -346,9 +369,9 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
     if (sync) {
       SyncHeader h{e, reinterpret_cast<std::uint64_t>(r)};
       // Completes on sync_ack, not when sent.
-      send_or_queue(p, world, Am::eager_sync, p2p::bytes_of(h), payload, inl, nullptr, false);
+      send_or_queue(p, world, Am::eager_sync, p2p::bytes_of(h), payload, inl, r, false, false);
     } else {
-      send_or_queue(p, world, Am::eager, p2p::bytes_of(e), payload, inl, r, false);
+      send_or_queue(p, world, Am::eager, p2p::bytes_of(e), payload, inl, r, true, false);
     }
     return r;
   }
@@ -366,7 +389,7 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
   RtsHeader h{e, bytes, reinterpret_cast<std::uint64_t>(r), reinterpret_cast<std::uint64_t>(buf),
               r->key};
   ++p.rndv_out;
-  send_or_queue(p, world, Am::rts, p2p::bytes_of(h), {}, false, nullptr, false);
+  send_or_queue(p, world, Am::rts, p2p::bytes_of(h), {}, false, r, false, false);
   return r;
 }
 
@@ -422,7 +445,7 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
 void Engine::send_ack(int world, Am am, std::uint64_t sid) {
   Peer& p = peer(world);
   AckHeader h{take_owed(p), 0, sid};
-  send_or_queue(p, world, am, p2p::bytes_of(h), {}, true, nullptr, true);
+  send_or_queue(p, world, am, p2p::bytes_of(h), {}, true, nullptr, false, true);
 }
 
 [[gnu::always_inline]] inline void Engine::return_credit(Peer& p, int world, std::size_t bytes) {
@@ -431,7 +454,7 @@ void Engine::send_ack(int world, Am am, std::uint64_t sid) {
   if (p.owed >= credit_bytes_ / 2) {
     CreditHeader h{take_owed(p)};
     ++ctx_.counters().credit_returns;
-    send_or_queue(p, world, Am::credit, p2p::bytes_of(h), {}, true, nullptr, true);
+    send_or_queue(p, world, Am::credit, p2p::bytes_of(h), {}, true, nullptr, false, true);
   }
 }
 
@@ -523,18 +546,36 @@ void Engine::start_rendezvous(RequestState* r, int peer_world, const RtsHeader& 
   }
   r->get_done.fn = &Engine::on_get_done;
   ++active_gets_;
-  Peer& p = peer(peer_world);
-  const rt::TStatus s = endpoint_of(p, peer_world)
-                            .get(std::span(static_cast<std::byte*>(r->buf), h.size), h.addr, h.key,
-                                 &r->get_done, p.rndv_out > 0);
-  if (s != rt::TStatus::ok) {
-    --active_gets_;
-    fail(r, Errc::transport,
-         "receive: reading " + std::to_string(h.size) + " bytes from rank " +
-             std::to_string(peer_world) + " failed");
-    send_ack(peer_world, Am::fin, h.sid);
-    complete(r);
+  issue_get(r, h.addr, h.key);
+}
+
+// Reads a matched rendezvous message; kept for progress to try again while the transport has
+// no room for the read (retry), failed when it refuses it.
+bool Engine::issue_get(RequestState* r, std::uint64_t addr, const rt::RemoteKey& key) {
+  Peer& p = peer(r->peer);
+  const rt::TStatus s = endpoint_of(p, r->peer)
+                            .get(std::span(static_cast<std::byte*>(r->buf), r->status.bytes), addr,
+                                 key, &r->get_done, p.rndv_out > 0);
+  if (s == rt::TStatus::ok) return true;
+  if (s == rt::TStatus::retry) {
+    retry_gets_.push_back({r, addr, key});
+    return false;
   }
+  --active_gets_;
+  fail(r, Errc::transport,
+       std::string(r->call) + ": reading " + std::to_string(r->status.bytes) + " bytes from rank " +
+           std::to_string(r->peer) + " failed");
+  send_ack(r->peer, Am::fin, r->sid);
+  complete(r);
+  return true;
+}
+
+int Engine::retry_gets() {
+  std::vector<RetryGet> waiting;
+  waiting.swap(retry_gets_);
+  int n = 0;
+  for (const RetryGet& g : waiting) n += issue_get(g.r, g.addr, g.key);
+  return n;
 }
 
 void Engine::on_get_done(rt::Completion* c, rt::TStatus s) {
@@ -544,8 +585,8 @@ void Engine::on_get_done(rt::Completion* c, rt::TStatus s) {
   --e.active_gets_;
   if (s != rt::TStatus::ok)
     e.fail(r, Errc::transport,
-           "receive: reading " + std::to_string(r->status.bytes) + " bytes from rank " +
-               std::to_string(r->peer) + " failed");
+           std::string(r->call) + ": reading " + std::to_string(r->status.bytes) +
+               " bytes from rank " + std::to_string(r->peer) + " failed");
   e.send_ack(r->peer, Am::fin, r->sid);
   e.complete(r);
 }

@@ -226,6 +226,10 @@ public:
   void on_am(int peer, rt::AmId id, std::span<const std::byte> header,
              std::span<const std::byte> payload) override;
 
+  // For tests: this rank's traffic to world rank `world` goes through `e` (a wrapper of the
+  // transport's endpoint that injects refusals and retries), set before any traffic to it.
+  void route_through(int world, rt::Endpoint& e);
+
   // Size of the eager header, so the inline threshold counts user bytes only.
   static std::size_t eager_header_bytes();
 
@@ -234,6 +238,7 @@ private:
   int progress_locked() {
     int n = ctx_.progress();
     if (!pending_peers_.empty()) n += flush_pending();
+    if (!retry_gets_.empty()) n += retry_gets();
     if (!activities_.empty()) n += advance_activities();
     return n;
   }
@@ -243,6 +248,7 @@ private:
   struct MatchQueues;
   struct Peer;
   struct Pending;
+  struct RetryGet;
 
   RequestState* alloc();
   inline void free_request(RequestState* r);  // inline: defined and used in engine.cpp
@@ -264,8 +270,9 @@ private:
 
   void send_or_queue(Peer& p, int world, p2p::Am am, std::span<const std::byte> hdr,
                      std::span<const std::byte> payload, bool inline_hint, RequestState* req,
-                     bool control);
+                     bool completes, bool control);
   int flush_pending();
+  void send_rejected(Peer& p, RequestState* r);
   std::uint32_t take_owed(Peer& p);
   void count_eager(std::size_t bytes, bool inline_path);
   inline void return_credit(Peer& p, int world, std::size_t bytes);  // as free_request
@@ -275,6 +282,8 @@ private:
   inline void deliver_eager(RequestState* r, int peer, const p2p::EagerHeader& h,
                             std::span<const std::byte> payload, bool sync, std::uint64_t sid);
   void start_rendezvous(RequestState* r, int peer, const p2p::RtsHeader& h);
+  bool issue_get(RequestState* r, std::uint64_t addr, const rt::RemoteKey& key);
+  int retry_gets();
   static void on_get_done(rt::Completion* c, rt::TStatus s);
 
   // RMP_TUNE=adaptive (p2p/protocol_tuner.hpp): whether the tuner picks this send's protocol,
@@ -311,6 +320,7 @@ private:
   std::size_t unexpected_now_ = 0;
   std::vector<RequestState*> activities_;
   std::size_t active_gets_ = 0;                // rendezvous reads in progress at this rank
+  std::vector<RetryGet> retry_gets_;           // reads the transport had no room for yet
   std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
   std::recursive_mutex mu_;
   bool threaded_ = false;

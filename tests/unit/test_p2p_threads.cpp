@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -227,5 +229,149 @@ TEST(P2pThreads, WaitEndedByPeerFailure_WithdrawsItsReceive) {
     e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, kTag));
     EXPECT_EQ(got, 42);
     EXPECT_EQ(stale, -1) << "the withdrawn receive's buffer was written";
+  });
+}
+
+namespace {
+
+// The transport's endpoint with refusals and full queues put in front of it: what a network
+// transport answers once a peer's connection broke (error) or its queues are full (retry).
+// shm never refuses a message and always has room for a read.
+class FaultyEndpoint final : public rmp::rt::Endpoint {
+public:
+  explicit FaultyEndpoint(rmp::rt::Endpoint& real) : Endpoint(real.peer()), real_(real) {}
+
+  int refuse_am = -1;  // messages of this id: `am_retries` retries, then refused
+  int am_retries = 0;
+  int get_retries = 0;       // reads answered retry before one goes through
+  bool refuse_gets = false;  // then refused instead
+  int gets_retried = 0;
+
+  rmp::rt::TStatus send_am(rmp::rt::AmId id, std::span<const std::byte> header,
+                           std::span<const std::byte> payload, bool inline_hint) override {
+    if (static_cast<int>(id) != refuse_am) return real_.send_am(id, header, payload, inline_hint);
+    if (am_retries > 0) {
+      --am_retries;
+      return rmp::rt::TStatus::retry;
+    }
+    return rmp::rt::TStatus::error;
+  }
+  rmp::rt::TStatus get(std::span<std::byte> local, std::uint64_t remote_addr,
+                       const rmp::rt::RemoteKey& key, rmp::rt::Completion* done,
+                       bool both_ways) override {
+    if (get_retries > 0) {
+      --get_retries;
+      ++gets_retried;
+      return rmp::rt::TStatus::retry;
+    }
+    if (refuse_gets) return rmp::rt::TStatus::error;
+    return real_.get(local, remote_addr, key, done, both_ways);
+  }
+  rmp::rt::TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr,
+                       const rmp::rt::RemoteKey& key, rmp::rt::Completion* done) override {
+    return real_.put(local, remote_addr, key, done);
+  }
+  rmp::rt::Transport& transport() override { return real_.transport(); }
+
+private:
+  rmp::rt::Endpoint& real_;
+};
+
+// Tests r until it completes (then waits: an error is thrown) or 20 s pass (false).
+bool finishes(rmp::p2p::Engine& e, rmp::p2p::RequestState* r) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!e.test(r)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// Above every eager threshold a rank may have (calibrated or declared).
+std::size_t rendezvous_bytes(const ThreadRank& t) {
+  return std::max<std::size_t>(2 * t.ctx.params().eager_threshold, std::size_t{1} << 20);
+}
+
+}  // namespace
+
+// A send whose message the transport refuses ends failed, naming the rank: a synchronous
+// send (completed by the receiver's answer, which never comes), a rendezvous send (its memory
+// no longer exposed) refused after two retries (from the queue of messages waiting for room)
+// and a plain eager send. The engine stays usable: a message sent afterwards arrives.
+TEST(P2pThreads, TransportRefusesMessage_SendFailsAndEngineGoesOn) {
+  run_thread_ranks(2, [](ThreadRank& t) {
+    auto& e = t.engine;
+    constexpr int kTag = 3, kLastTag = 4;
+    if (t.world.rank() == 1) {
+      int got = 0;
+      e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 0, kLastTag));
+      EXPECT_EQ(got, 77);
+      EXPECT_FALSE(e.iprobe(t.world, Channel::user, rmp::any_source, kTag).has_value())
+          << "a refused message arrived";
+      return;
+    }
+    FaultyEndpoint faulty(t.ctx.endpoint(1));
+    e.route_through(1, faulty);
+    const std::size_t big = rendezvous_bytes(t);
+    std::vector<unsigned char> data(big, 0x5a);
+    struct Case {
+      rmp::p2p::Am am;
+      int retries;
+      std::size_t bytes;
+      bool sync;
+    };
+    for (const Case c :
+         {Case{rmp::p2p::Am::eager_sync, 0, 8, true}, Case{rmp::p2p::Am::rts, 2, big, false},
+          Case{rmp::p2p::Am::eager, 0, 8, false}}) {
+      SCOPED_TRACE("message id " + std::to_string(static_cast<int>(c.am)));
+      faulty.refuse_am = static_cast<int>(c.am);
+      faulty.am_retries = c.retries;
+      auto* r = e.isend(t.world, Channel::user, data.data(), c.bytes, 1, kTag, c.sync);
+      try {
+        ASSERT_TRUE(finishes(e, r)) << "the refused send never ended";
+        ADD_FAILURE() << "the refused send succeeded";
+      } catch (const rmp::Error& err) {
+        EXPECT_EQ(err.code(), rmp::Errc::transport) << err.what();
+        EXPECT_NE(std::string(err.what()).find("to rank 1"), std::string::npos) << err.what();
+      }
+      EXPECT_EQ(faulty.am_retries, 0);
+    }
+    EXPECT_TRUE(e.drained()) << "a refused send is still counted as in flight";
+    faulty.refuse_am = -1;
+    const int v = 77;
+    e.wait(e.isend(t.world, Channel::user, &v, sizeof v, 1, kLastTag, false));
+  });
+}
+
+// A read the transport has no room for yet is tried again until it goes through (the
+// message arrives whole); a read it refuses fails the receive, naming the call, and still
+// releases the sender.
+TEST(P2pThreads, TransportOutOfRoomForRead_ReceiveRetries_RefusedReadFailsReceive) {
+  run_thread_ranks(2, [](ThreadRank& t) {
+    auto& e = t.engine;
+    const std::size_t big = rendezvous_bytes(t);
+    if (t.world.rank() == 0) {
+      const auto data = pattern(big, 1);
+      for (int tag : {1, 2})
+        e.wait(e.isend(t.world, Channel::user, data.data(), big, 1, tag, false));
+      return;
+    }
+    FaultyEndpoint faulty(t.ctx.endpoint(0));
+    e.route_through(0, faulty);
+    faulty.get_retries = 5;
+    std::vector<unsigned char> in(big, 0);
+    auto* r = e.irecv(t.world, Channel::user, in.data(), big, 0, 1);
+    ASSERT_TRUE(finishes(e, r)) << "the retried read never finished";
+    EXPECT_EQ(faulty.gets_retried, 5);
+    EXPECT_EQ(in, pattern(big, 1));
+    faulty.get_retries = 2;
+    faulty.refuse_gets = true;
+    try {
+      e.wait(e.irecv(t.world, Channel::user, in.data(), big, 0, 2, "recv"));
+      ADD_FAILURE() << "the refused read's receive succeeded";
+    } catch (const rmp::Error& err) {
+      EXPECT_EQ(err.code(), rmp::Errc::transport) << err.what();
+      EXPECT_EQ(std::string(err.what()).rfind("recv: reading", 0), 0u) << err.what();
+    }
   });
 }
