@@ -127,9 +127,15 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   // send eager above it (p2p/protocol_tuner.hpp): with slots of eager_threshold, a window of
   // 64 KiB messages the tuner sent eager above a 60 KB threshold fell back to rendezvous for
   // want of credit 797 times in 1409 sends (17 GB/s, where eager throughout gave 25).
+  // And at least what the transport's eager buffer holds (shm: the byte ring, a power of two
+  // at or above rq_depth × eager_threshold): with eager_threshold 24 KB and 30 slots (712 KB),
+  // a third of each window of 64 sends of 16 KiB went by rendezvous for want of credit while
+  // the 1 MiB ring had room (1092 credit stalls in 3329 sends; 52 with the ring's credit,
+  // bandwidth 1.04x, two cores near).
   const std::size_t largest_eager = (p.tune_adaptive ? 2 : 1) * eager_threshold_;
-  credit_bytes_ = std::max<std::size_t>(p.rq_depth, 1) *
-                  std::max({largest_eager, inline_threshold_, kCreditUnit});
+  credit_bytes_ = std::max(std::max<std::size_t>(p.rq_depth, 1) *
+                               std::max({largest_eager, inline_threshold_, kCreditUnit}),
+                           ctx.eager_buffer_bytes());
   peers_.resize(static_cast<std::size_t>(ctx.size()));
   // The rendezvous model keeps the tuner from exploring rendezvous streams it puts far behind
   // eager ones only where its figures describe this machine. Declared ones describe another:

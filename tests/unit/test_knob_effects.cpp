@@ -345,6 +345,17 @@ TEST(KnobEffects, RqDepth_CreditStallsInAFlood) {
   }
 }
 
+// The credit covers at least the transport's eager buffer: with rq_depth 30 and
+// eager_threshold 24000 (720000 bytes of credit by slots) the shm byte ring holds 1 MiB, and
+// 63 messages of 16 KiB (16448 credit bytes each, 1036224 in all) go eager to a held peer.
+TEST(KnobEffects, Credit_CoversTheTransportsEagerBuffer) {
+  ScopedEnv eager("RMP_EAGER_THRESHOLD", "24000");
+  ScopedEnv rq("RMP_RQ_DEPTH", "30");
+  const Counters c = flood(63, 16384);
+  EXPECT_EQ(c.credit_stalls, 0u);
+  EXPECT_EQ(c.msgs_eager, 63u);
+}
+
 // connect=eager maps every peer at start; lazy on first use.
 TEST(KnobEffects, Connect_EndpointsRightAfterStart) {
   for (const char* mode : {"eager", "lazy"}) {
