@@ -234,7 +234,8 @@ void Comm::send_(const void* buf, std::size_t count, std::size_t esize, Type, in
                             "and completes") +
                     " only once a matching receive is posted, none is, and none can be while it "
                     "blocks (post the receive first with irecv, or use isend)");
-  if (sync) c.engine().wait(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, true));
+  if (sync)
+    c.engine().wait(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, true, "ssend"));
   else c.engine().send(c, Channel::user, buf, bytes, dest, tag);
 }
 
@@ -255,7 +256,7 @@ Request Comm::isend_(const void* buf, std::size_t count, std::size_t esize, Type
   check_tag("isend", "tag", tag, false);
   const std::size_t bytes = checked_bytes("isend", "count", count, esize);
   check_buffer("isend", "buf", buf, count);
-  return Request(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, false));
+  return Request(c.engine().isend(c, Channel::user, buf, bytes, dest, tag, false, "isend"));
 }
 
 Request Comm::irecv_(void* buf, std::size_t count, std::size_t esize, Type, int source,
@@ -283,7 +284,7 @@ Status Comm::sendrecv_(const void* sbuf, std::size_t scount, int dest, int stag,
   // The send first: when the partner's rendezvous message is already here, the receive's
   // read then starts knowing this rank has a message of its own in flight to it (traffic
   // both ways: each side copies its own direction, Endpoint::get).
-  detail::RequestState* s = e.isend(c, Channel::user, sbuf, sbytes, dest, stag, false);
+  detail::RequestState* s = e.isend(c, Channel::user, sbuf, sbytes, dest, stag, false, "sendrecv");
   detail::RequestState* r = nullptr;
   try {
     r = e.irecv(c, Channel::user, rbuf, rbytes, source, rtag, "sendrecv");

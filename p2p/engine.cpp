@@ -128,7 +128,7 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
   // 64 KiB messages the tuner sent eager above a 60 KB threshold fell back to rendezvous for
   // want of credit 797 times in 1409 sends (17 GB/s, where eager throughout gave 25).
   // And at least what the transport's eager buffer holds (shm: the byte ring, a power of two
-  // at or above rq_depth × eager_threshold): with eager_threshold 24 KB and 30 slots (712 KB),
+  // at or above rq_depth × eager_threshold): with eager_threshold 24000 and 30 slots (720000 B),
   // a third of each window of 64 sends of 16 KiB went by rendezvous for want of credit while
   // the 1 MiB ring had room (1092 credit stalls in 3329 sends; 52 with the ring's credit,
   // bandwidth 1.04x, two cores near).
@@ -235,6 +235,16 @@ void Engine::route_through(int world, rt::Endpoint& e) {
   peer(world).ep = &e;
 }
 
+std::size_t Engine::credits_to(int world) {
+  Lock g(*this);
+  return peer(world).credits;
+}
+
+std::size_t Engine::owed_to(int world) {
+  Lock g(*this);
+  return peer(world).owed;
+}
+
 Engine::MatchQueues& Engine::new_queues(std::uint32_t ctx) {
   if (ctx >= queues_.size()) queues_.resize(ctx + 1);
   auto& q = queues_[ctx];
@@ -265,7 +275,7 @@ void Engine::send_or_queue(Peer& p, int world, Am am, std::span<const std::byte>
       return;
     }
     if (s == rt::TStatus::error) {
-      if (req) send_rejected(p, req);
+      refused(p, am, hdr, req);
       return;
     }
     ++ctx_.counters().ring_full;
@@ -279,9 +289,16 @@ void Engine::send_or_queue(Peer& p, int world, Am am, std::span<const std::byte>
   }
 }
 
-// The transport refused a send's message (eager, synchronous eager or rendezvous start): the
-// peer will never answer it, so the send ends here, failed, its memory no longer exposed.
-void Engine::send_rejected(Peer& p, RequestState* r) {
+// The transport refused a message (TStatus::error: not delivered, and never will be). The
+// credit its header returned to the peer is owed again, and an eager message's own charge
+// comes back. A send it carried (eager, synchronous eager, rendezvous start) ends here, failed,
+// its memory no longer exposed: the peer will never answer it.
+void Engine::refused(Peer& p, Am am, std::span<const std::byte> hdr, RequestState* r) {
+  std::uint32_t returned = 0;  // every header starts with it (p2p/wire.hpp)
+  std::memcpy(&returned, hdr.data(), std::min(hdr.size(), sizeof returned));
+  p.owed += returned;
+  if (!r) return;
+  if (am == Am::eager || am == Am::eager_sync) p.credits += credit_charge(r->bytes);
   if (r->registered) {
     std::span<const std::byte> region(static_cast<const std::byte*>(r->sbuf), r->bytes);
     p.ep->transport().deregister_memory(region, r->key);
@@ -289,8 +306,8 @@ void Engine::send_rejected(Peer& p, RequestState* r) {
     if (p.rndv_out > 0) --p.rndv_out;
   }
   fail(r, Errc::transport,
-       "send: the transport rejected a message of " + std::to_string(r->bytes) + " bytes to rank " +
-           std::to_string(r->peer));
+       std::string(r->call) + ": the transport refused a message of " + std::to_string(r->bytes) +
+           " bytes to rank " + std::to_string(r->dest));
   complete(r);
 }
 
@@ -304,10 +321,8 @@ int Engine::flush_pending() {
         const rt::TStatus s = p.ep->send_am(
             static_cast<rt::AmId>(m.am), std::span(m.hdr.data(), m.hlen), m.payload, m.inline_hint);
         if (s == rt::TStatus::retry) break;
-        if (m.req) {
-          if (s == rt::TStatus::error) send_rejected(p, m.req);
-          else if (m.completes) complete(m.req);
-        }
+        if (s == rt::TStatus::error) refused(p, m.am, std::span(m.hdr.data(), m.hlen), m.req);
+        else if (m.req && m.completes) complete(m.req);
         q->pop_front();
         ++n;
       }
@@ -341,18 +356,21 @@ std::int64_t now_ns() { return rt::FastClock::now().time_since_epoch().count(); 
 }  // namespace
 
 RequestState* Engine::isend(const CommImpl& comm, p2p::Channel ch, const void* buf,
-                            std::size_t bytes, int dest, int tag, bool sync) {
-  return isend_as(comm, ch, buf, bytes, dest, tag, sync, -1);
+                            std::size_t bytes, int dest, int tag, bool sync, const char* call) {
+  return isend_as(comm, ch, buf, bytes, dest, tag, sync, -1, call);
 }
 
 RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void* buf,
-                               std::size_t bytes, int dest, int tag, bool sync, int picked) {
+                               std::size_t bytes, int dest, int tag, bool sync, int picked,
+                               const char* call) {
   Lock g(*this);
   RequestState* r = alloc();
   r->kind = RequestState::Kind::send;
+  r->call = call;
   r->sbuf = buf;
   r->bytes = bytes;
   r->tag = tag;
+  r->dest = dest;
   const int world = comm.world_rank(dest);
   r->peer = world;
   ++outstanding_sends_;
@@ -445,7 +463,7 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
     }
     if (s == rt::TStatus::retry) ++ctx_.counters().ring_full;
   }
-  wait(isend_as(comm, ch, buf, bytes, dest, tag, false, tuned ? int{eager} : -1));
+  wait(isend_as(comm, ch, buf, bytes, dest, tag, false, tuned ? int{eager} : -1, "send"));
 }
 
 void Engine::send_ack(int world, Am am, std::uint64_t sid) {
@@ -570,17 +588,17 @@ bool Engine::issue_get(RequestState* r, std::uint64_t addr, const rt::RemoteKey&
   --active_gets_;
   fail(r, Errc::transport,
        std::string(r->call) + ": reading " + std::to_string(r->status.bytes) + " bytes from rank " +
-           std::to_string(r->peer) + " failed");
+           std::to_string(r->status.source) + " failed");
   send_ack(r->peer, Am::fin, r->sid);
   complete(r);
   return true;
 }
 
 int Engine::retry_gets() {
-  std::vector<RetryGet> waiting;
-  waiting.swap(retry_gets_);
+  retrying_.swap(retry_gets_);  // those still without room go back to retry_gets_
   int n = 0;
-  for (const RetryGet& g : waiting) n += issue_get(g.r, g.addr, g.key);
+  for (const RetryGet& g : retrying_) n += issue_get(g.r, g.addr, g.key);
+  retrying_.clear();
   return n;
 }
 
@@ -592,7 +610,7 @@ void Engine::on_get_done(rt::Completion* c, rt::TStatus s) {
   if (s != rt::TStatus::ok)
     e.fail(r, Errc::transport,
            std::string(r->call) + ": reading " + std::to_string(r->status.bytes) +
-               " bytes from rank " + std::to_string(r->peer) + " failed");
+               " bytes from rank " + std::to_string(r->status.source) + " failed");
   e.send_ack(r->peer, Am::fin, r->sid);
   e.complete(r);
 }

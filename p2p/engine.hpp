@@ -47,6 +47,7 @@ struct RequestState {
   // send
   const void* sbuf = nullptr;
   std::size_t bytes = 0;
+  int dest = -1;  // in its communicator
   int peer = -1;  // world rank of the other side
   bool registered = false;
   rt::RemoteKey key;
@@ -123,8 +124,9 @@ public:
   rt::Context& context() { return ctx_; }
 
   // Non-blocking operations; `dest`/`src` are ranks of `comm` (src may be any_source).
+  // `call`: the public call it serves, which its errors name (a refused message's).
   RequestState* isend(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
-                      int dest, int tag, bool sync);
+                      int dest, int tag, bool sync, const char* call = "send");
   // `call`: the public call it serves, which its errors name (a truncated message's).
   RequestState* irecv(const CommImpl& comm, p2p::Channel ch, void* buf, std::size_t bytes, int src,
                       int tag, const char* call = "receive");
@@ -220,7 +222,7 @@ public:
   // or a peer may wait forever for a FIN this rank still holds.
   bool drained() {
     Lock g(*this);
-    return outstanding_sends_ == 0 && pending_peers_.empty();
+    return outstanding_sends_ == 0 && pending_peers_.empty() && retry_gets_.empty();
   }
 
   void on_am(int peer, rt::AmId id, std::span<const std::byte> header,
@@ -229,6 +231,10 @@ public:
   // For tests: this rank's traffic to world rank `world` goes through `e` (a wrapper of the
   // transport's endpoint that injects refusals and retries), set before any traffic to it.
   void route_through(int world, rt::Endpoint& e);
+  // For tests: the eager bytes this rank may still send to `world`, and those it has consumed
+  // from it and not yet returned.
+  std::size_t credits_to(int world);
+  std::size_t owed_to(int world);
 
   // Size of the eager header, so the inline threshold counts user bytes only.
   static std::size_t eager_header_bytes();
@@ -272,7 +278,7 @@ private:
                      std::span<const std::byte> payload, bool inline_hint, RequestState* req,
                      bool completes, bool control);
   int flush_pending();
-  void send_rejected(Peer& p, RequestState* r);
+  void refused(Peer& p, p2p::Am am, std::span<const std::byte> hdr, RequestState* r);
   std::uint32_t take_owed(Peer& p);
   void count_eager(std::size_t bytes, bool inline_path);
   inline void return_credit(Peer& p, int world, std::size_t bytes);  // as free_request
@@ -295,7 +301,7 @@ private:
   // isend whose tuned protocol send() already picked (`picked`: 1 eager, 0 rendezvous), or
   // that picks it (-1).
   RequestState* isend_as(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
-                         int dest, int tag, bool sync, int picked);
+                         int dest, int tag, bool sync, int picked, const char* call);
   // Whether a message of `bytes` goes eager by size (the tuner aside; credit aside).
   bool eager_size(std::size_t bytes) const {
     return bytes <= std::max(inline_threshold_, eager_threshold_);
@@ -321,6 +327,7 @@ private:
   std::vector<RequestState*> activities_;
   std::size_t active_gets_ = 0;                // rendezvous reads in progress at this rank
   std::vector<RetryGet> retry_gets_;           // reads the transport had no room for yet
+  std::vector<RetryGet> retrying_;             // retry_gets()'s, kept for its capacity
   std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
   std::recursive_mutex mu_;
   bool threaded_ = false;

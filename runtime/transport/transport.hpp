@@ -15,7 +15,8 @@ namespace rmp::rt {
 
 // Non-throwing result of a data-path call. `retry` means out of resources now (ring full,
 // no send credit in the transport): the caller queues the operation and tries again after
-// progress().
+// progress(). `error` means the operation did not happen and never will (the peer is
+// unreachable): a message so refused was not delivered, in part or whole.
 enum class [[nodiscard]] TStatus : std::uint8_t { ok, retry, error };
 
 // Active-message identifiers. The upper layer owns ids [0, kAmUserLimit); transports use the

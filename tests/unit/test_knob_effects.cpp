@@ -328,8 +328,9 @@ TEST(KnobEffects, ExpectedConcurrency_RingFullEventsThroughSqDepth) {
   }
 }
 
-// rq_depth = eager credits per peer (rq_depth × eager_threshold bytes): 200 eager messages of
-// 1000 B (1088 credit bytes each) to a held peer exceed 2 × 16384 but not 100 × 16384.
+// rq_depth = eager credits per peer (rq_depth × eager_threshold bytes, or the byte ring's
+// size where that is more): 200 eager messages of 1000 B (1088 credit bytes each) to a held
+// peer exceed 2 × 16384 and the 64 KiB ring but not 100 × 16384.
 TEST(KnobEffects, RqDepth_CreditStallsInAFlood) {
   ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
   ScopedEnv eager("RMP_EAGER_THRESHOLD", "16384");

@@ -295,15 +295,35 @@ std::size_t rendezvous_bytes(const ThreadRank& t) {
 
 }  // namespace
 
-// A send whose message the transport refuses ends failed, naming the rank: a synchronous
-// send (completed by the receiver's answer, which never comes), a rendezvous send (its memory
-// no longer exposed) refused after two retries (from the queue of messages waiting for room)
-// and a plain eager send. The engine stays usable: a message sent afterwards arrives.
+// Puts `faulty` in front of the transport's endpoint to `peer` for as long as it lives.
+class Routed {
+public:
+  Routed(ThreadRank& t, int peer, FaultyEndpoint& faulty) : t_(t), peer_(peer) {
+    t.engine.route_through(peer, faulty);
+  }
+  ~Routed() { t_.engine.route_through(peer_, t_.ctx.endpoint(peer_)); }
+  Routed(const Routed&) = delete;
+  Routed& operator=(const Routed&) = delete;
+
+private:
+  ThreadRank& t_;
+  int peer_;
+};
+
+// A send whose message the transport refuses ends failed, naming its call and the rank: a
+// synchronous send (completed by the receiver's answer, which never comes), a rendezvous send
+// (its memory no longer exposed) refused after two retries (from the queue of messages
+// waiting for room) and a plain eager send. The credit the refused messages carried back to
+// the peer is owed again, and the eager ones' charge comes back. The engine stays usable: a
+// message sent afterwards arrives.
 TEST(P2pThreads, TransportRefusesMessage_SendFailsAndEngineGoesOn) {
   run_thread_ranks(2, [](ThreadRank& t) {
     auto& e = t.engine;
-    constexpr int kTag = 3, kLastTag = 4;
+    constexpr int kFirstTag = 2, kTag = 3, kLastTag = 4, kFirst = 3;
     if (t.world.rank() == 1) {
+      std::vector<unsigned char> small(100, 0x11);
+      for (int i = 0; i < kFirst; ++i)
+        e.wait(e.isend(t.world, Channel::user, small.data(), small.size(), 0, kFirstTag, false));
       int got = 0;
       e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 0, kLastTag));
       EXPECT_EQ(got, 77);
@@ -311,8 +331,13 @@ TEST(P2pThreads, TransportRefusesMessage_SendFailsAndEngineGoesOn) {
           << "a refused message arrived";
       return;
     }
+    std::vector<unsigned char> small(100);
+    for (int i = 0; i < kFirst; ++i)
+      e.wait(e.irecv(t.world, Channel::user, small.data(), small.size(), 1, kFirstTag));
+    const std::size_t credits = e.credits_to(1), owed = e.owed_to(1);
+    ASSERT_GT(owed, 0u) << "nothing for the refused messages to carry back";
     FaultyEndpoint faulty(t.ctx.endpoint(1));
-    e.route_through(1, faulty);
+    Routed routed(t, 1, faulty);
     const std::size_t big = rendezvous_bytes(t);
     std::vector<unsigned char> data(big, 0x5a);
     struct Case {
@@ -320,22 +345,27 @@ TEST(P2pThreads, TransportRefusesMessage_SendFailsAndEngineGoesOn) {
       int retries;
       std::size_t bytes;
       bool sync;
+      const char* call;
     };
-    for (const Case c :
-         {Case{rmp::p2p::Am::eager_sync, 0, 8, true}, Case{rmp::p2p::Am::rts, 2, big, false},
-          Case{rmp::p2p::Am::eager, 0, 8, false}}) {
+    for (const Case c : {Case{rmp::p2p::Am::eager_sync, 0, 8, true, "ssend"},
+                         Case{rmp::p2p::Am::rts, 2, big, false, "isend"},
+                         Case{rmp::p2p::Am::eager, 0, 8, false, "send"}}) {
       SCOPED_TRACE("message id " + std::to_string(static_cast<int>(c.am)));
       faulty.refuse_am = static_cast<int>(c.am);
       faulty.am_retries = c.retries;
-      auto* r = e.isend(t.world, Channel::user, data.data(), c.bytes, 1, kTag, c.sync);
+      auto* r = e.isend(t.world, Channel::user, data.data(), c.bytes, 1, kTag, c.sync, c.call);
       try {
         ASSERT_TRUE(finishes(e, r)) << "the refused send never ended";
         ADD_FAILURE() << "the refused send succeeded";
       } catch (const rmp::Error& err) {
-        EXPECT_EQ(err.code(), rmp::Errc::transport) << err.what();
-        EXPECT_NE(std::string(err.what()).find("to rank 1"), std::string::npos) << err.what();
+        const std::string what = err.what();
+        EXPECT_EQ(err.code(), rmp::Errc::transport) << what;
+        EXPECT_EQ(what.rfind(std::string(c.call) + ": ", 0), 0u) << what;
+        EXPECT_NE(what.find("to rank 1"), std::string::npos) << what;
       }
       EXPECT_EQ(faulty.am_retries, 0);
+      EXPECT_EQ(e.credits_to(1), credits) << "the refused message's charge was lost";
+      EXPECT_EQ(e.owed_to(1), owed) << "the credit it carried back was lost";
     }
     EXPECT_TRUE(e.drained()) << "a refused send is still counted as in flight";
     faulty.refuse_am = -1;
@@ -358,7 +388,7 @@ TEST(P2pThreads, TransportOutOfRoomForRead_ReceiveRetries_RefusedReadFailsReceiv
       return;
     }
     FaultyEndpoint faulty(t.ctx.endpoint(0));
-    e.route_through(0, faulty);
+    Routed routed(t, 0, faulty);
     faulty.get_retries = 5;
     std::vector<unsigned char> in(big, 0);
     auto* r = e.irecv(t.world, Channel::user, in.data(), big, 0, 1);
