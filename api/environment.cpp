@@ -115,6 +115,21 @@ Environment::Environment(ThreadLevel required) {
   p.initialized = true;
 }
 
+namespace {
+
+// What finalize still waits for: "2 sends: ...; not yet matched by a receive; 1 non-blocking
+// collective not finished" ("" when nothing is left).
+std::string unfinished(detail::Engine& e, const char* sends_state) {
+  std::string out = e.describe_outstanding_sends();
+  if (!out.empty()) out += std::string("; ") + sends_state;
+  if (const std::size_t n = e.unfinished_collectives(); n > 0)
+    out += (out.empty() ? "" : "; ") + std::to_string(n) + " non-blocking collective" +
+           (n == 1 ? "" : "s") + " not finished (every rank must start each one)";
+  return out;
+}
+
+}  // namespace
+
 Environment::~Environment() {
   api::Process& p = api::process();
   if (!p.initialized || p.finalized) return;
@@ -132,18 +147,18 @@ Environment::~Environment() {
       const auto waited = Clock::now() - start;
       if (!noticed && waited > kNotice) {
         noticed = true;
-        const std::string sends = e.describe_outstanding_sends();
-        if (!sends.empty())
+        const std::string left = unfinished(e, "not yet matched by a receive");
+        if (!left.empty())
           rt::log_warn(
-              "finalize: " + sends + "; not yet matched by a receive, waiting " +
+              "finalize: " + left + ", waiting " +
               std::to_string(std::chrono::ceil<std::chrono::seconds>(kDeliver - waited).count()) +
-              " s more for them");
+              " s more");
       }
       return waited > kDeliver;
     });
-    if (const std::string sends = e.describe_outstanding_sends(); !sends.empty())
-      rt::log_warn("finalize: " + sends + "; never matched by a receive, given up after " +
-                   std::to_string(kDeliver.count()) + " s");
+    if (const std::string left = unfinished(e, "never matched by a receive"); !left.empty())
+      rt::log_warn("finalize: " + left + ", given up after " + std::to_string(kDeliver.count()) +
+                   " s");
     // Everyone stops together (unless the wait below times out): nobody unmaps memory a peer
     // may still be reading. The barrier runs through the progress engine, so rendezvous data
     // keeps flowing while we wait. It is the non-blocking one (RMP_BARRIER_ALGO forces the

@@ -22,8 +22,10 @@ constexpr std::uint32_t kTagMask = (1u << 24) - 1;
 
 class Schedule final : public detail::Activity {
 public:
-  explicit Schedule(std::shared_ptr<CommImpl> c)
+  // `call`: the public call (ibcast, ...), which errors of its transfers name.
+  Schedule(std::shared_ptr<CommImpl> c, const char* call)
       : comm_(std::move(c)),
+        call_(call),
         tag_(kTagBase + static_cast<int>(comm_->next_collective_sequence() & kTagMask)) {
     rounds_.emplace_back();
   }
@@ -53,10 +55,20 @@ public:
     while (cur_ < rounds_.size()) {
       Round& r = rounds_[cur_];
       if (!posted_) {
-        for (const Transfer& x : r.xfers)
-          inflight_.push_back(
-              x.send ? e.isend(*comm_, p2p::Channel::collective, x.buf, x.bytes, x.peer, tag_, false)
-                     : e.irecv(*comm_, p2p::Channel::collective, x.buf, x.bytes, x.peer, tag_));
+        // A transfer that cannot start (its peer's endpoint fails to connect) fails the
+        // operation here, where it is recorded, instead of leaving the progress call that
+        // advanced it (from which a progress thread could not report it) with the round half
+        // posted, to be posted again in full at the next call.
+        for (const Transfer& x : r.xfers) {
+          try {
+            inflight_.push_back(x.send ? e.isend(*comm_, p2p::Channel::collective, x.buf, x.bytes,
+                                                 x.peer, tag_, false, call_)
+                                       : e.irecv(*comm_, p2p::Channel::collective, x.buf, x.bytes,
+                                                 x.peer, tag_, call_));
+          } catch (const Error& err) {
+            fail(err.code(), err.what());
+          }
+        }
         posted_ = true;
       }
       for (RequestState* q : inflight_)
@@ -89,6 +101,7 @@ private:
   };
 
   std::shared_ptr<CommImpl> comm_;  // keeps the communicator alive while the operation runs
+  const char* call_;
   int tag_;
   std::vector<Round> rounds_;
   std::vector<std::unique_ptr<std::byte[]>> buffers_;
@@ -188,7 +201,7 @@ void add_rabenseifner_allreduce(Schedule& s, std::byte* work, std::size_t count,
 }  // namespace
 
 std::unique_ptr<detail::Activity> ibarrier(std::shared_ptr<CommImpl> c) {
-  auto s = std::make_unique<Schedule>(std::move(c));
+  auto s = std::make_unique<Schedule>(std::move(c), "ibarrier");
   const int n = s->comm().size(), r = s->comm().rank();
   // Dissemination: round k exchanges an empty message with ranks r ± 2^k.
   for (int k = 1; k < n; k <<= 1) {
@@ -201,7 +214,7 @@ std::unique_ptr<detail::Activity> ibarrier(std::shared_ptr<CommImpl> c) {
 
 std::unique_ptr<detail::Activity> ibcast(std::shared_ptr<CommImpl> c, void* buf,
                                          std::size_t bytes, int root) {
-  auto s = std::make_unique<Schedule>(std::move(c));
+  auto s = std::make_unique<Schedule>(std::move(c), "ibcast");
   add_binomial_bcast(*s, buf, bytes, root);
   return s;
 }
@@ -223,7 +236,7 @@ IallreduceSchedule iallreduce_schedule(const detail::CommImpl& c, std::size_t co
 std::unique_ptr<detail::Activity> iallreduce(std::shared_ptr<CommImpl> c, const void* in, void* out,
                                              std::size_t count, std::size_t esize, detail::Type t,
                                              Op op, IallreduceSchedule schedule) {
-  auto s = std::make_unique<Schedule>(std::move(c));
+  auto s = std::make_unique<Schedule>(std::move(c), "iallreduce");
   const int n = s->comm().size();
   const std::size_t bytes = count * esize;
   // The result is built in `out`: the input goes there first (in place it is there).

@@ -828,10 +828,15 @@ void Engine::start_progress_thread() {
     while (!thread_->stop.load(std::memory_order_relaxed)) {
       int n;
       bool busy;
-      {
+      try {
         Lock g(*this);
         n = progress_locked();
         busy = !activities_.empty() || outstanding_sends_ > 0 || active_gets_ > 0;
+      } catch (const std::exception& e) {
+        // Nobody here to throw it to (it ended the process before): the thread stops, and
+        // the application's own calls, which progress too, meet the error and throw it.
+        rt::log_warn(std::string("progress thread stopped: ") + e.what());
+        return;
       }
       // While operations are in flight keep them moving; otherwise stay out of the way of
       // the application's threads.

@@ -217,12 +217,20 @@ public:
   // The sends not yet complete, for finalize's messages: "1 send: to rank 0 (tag 5, 8388608
   // bytes)", the first `max_listed` of them, then how many more; "" when there is none.
   std::string describe_outstanding_sends(std::size_t max_listed = 4);
-  // No send in flight and no message (data or control: a rendezvous FIN, a credit return)
-  // waiting for room in a transport: what a rank must reach before it stops progressing,
-  // or a peer may wait forever for a FIN this rank still holds.
+  // No send in flight, no message (data or control: a rendezvous FIN, a credit return)
+  // waiting for room in a transport, no rendezvous read under way and no non-blocking
+  // collective unfinished (a detached one's later rounds send and read too): what a rank must
+  // reach before it stops progressing, or a peer may wait forever for a FIN this rank still
+  // holds, or read memory this rank has unmapped.
   bool drained() {
     Lock g(*this);
-    return outstanding_sends_ == 0 && pending_peers_.empty() && retry_gets_.empty();
+    return outstanding_sends_ == 0 && pending_peers_.empty() && retry_gets_.empty() &&
+           active_gets_ == 0 && activities_.empty();
+  }
+  // Non-blocking collectives not finished, for finalize's messages.
+  std::size_t unfinished_collectives() {
+    Lock g(*this);
+    return activities_.size();
   }
 
   void on_am(int peer, rt::AmId id, std::span<const std::byte> header,

@@ -4,6 +4,7 @@
 // Every rank sends to its right neighbour and receives from its left one (a ring; one rank:
 // itself): round 1 with the receives posted first, round 2 with odd ranks receiving 100 ms
 // late, round 3 a burst of 3 × rq_depth small messages (more than the credits) received late.
+// Round 4 detaches a 4 MiB ibcast and an iallreduce, checked after finalize.
 // Then receives nothing matches, left pending at finalize: their handles, used afterwards,
 // throw invalid_comm (their state went with the engine; they used to read freed memory).
 // Exit status 0 when every rank got every message intact; rlaunch reports the first failure.
@@ -35,6 +36,11 @@ int main(int argc, char** argv) {
   using namespace itest;
   // Send buffers must outlive the Environment: detached sends read them during finalize.
   static std::vector<std::vector<std::byte>> keep;
+  // Round 4's buffers, read after finalize: the detached collectives finish inside it.
+  static std::vector<std::byte> bcast_buf;
+  static std::vector<double> sum_in, sum_out;
+  const std::size_t bcast_bytes = (std::size_t{4} << 20) + 3;
+  int me = -1, ranks = 0;
   std::vector<rmp::Request> pending(5);  // receives no message matches, outliving rmp
   rmp::Comm kept;                        // a communicator handle outliving rmp
   int unmatched = 0;
@@ -42,6 +48,8 @@ int main(int argc, char** argv) {
     rmp::Environment env(argc, argv);
     const rmp::Comm& w = rmp::world();
     const int r = rank(), n = size();
+    me = r;
+    ranks = n;
     const int right = (r + 1) % n, left = (r - 1 + n) % n;
     const Knobs& k = knobs();
     const std::vector<std::size_t> sizes = {0,
@@ -94,6 +102,19 @@ int main(int argc, char** argv) {
                 first_mismatch(buf.data(), small, seed(left, r, 1000 + i, 0x60)) == small,
             3, i, small, left);
     }
+    // Round 4: non-blocking collectives detached at once (their Requests destroyed): a bcast
+    // whose rendezvous messages go down a tree, inner ranks forwarding only once theirs has
+    // arrived, and an allreduce; both finish inside finalize (the allreduce after the bcast's
+    // root arrives).
+    bcast_buf = r == 0 ? make_message<std::byte>(bcast_bytes, seed(0, 0, 4000, 0x61))
+                       : std::vector<std::byte>(bcast_bytes);
+    sum_in.assign(1000, double(r + 1));
+    sum_out.assign(1000, 0.0);
+    // The root starts late: the others are inside finalize by then, and inner ranks forward
+    // what they receive while the closing barrier waits for the root.
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    { rmp::Request q = w.ibcast(bcast_buf.data(), bcast_bytes, 0); }
+    { rmp::Request q = w.iallreduce(sum_in.data(), sum_out.data(), sum_in.size(), rmp::Op::sum); }
     for (rmp::Request& p : pending) p = w.irecv(&unmatched, 1, left, 999);
     kept = w.dup();
     if (bad == 0 && r == 0)
@@ -104,6 +125,20 @@ int main(int argc, char** argv) {
                  std::getenv("RMP_RANK") ? std::getenv("RMP_RANK") : "?", e.what());
     return 2;
   }
+  // The detached collectives finished before finalize returned.
+  if (const std::size_t at = first_mismatch(bcast_buf.data(), bcast_bytes, seed(0, 0, 4000, 0x61));
+      at != bcast_bytes) {
+    std::fprintf(stderr, "[rank %d] detached ibcast: byte %zu of %zu wrong after finalize\n", me,
+                 at, bcast_bytes);
+    ++bad;
+  }
+  for (double v : sum_out)
+    if (v != ranks * (ranks + 1) / 2.0) {
+      std::fprintf(stderr, "[rank %d] detached iallreduce: %g after finalize, want %g\n", me, v,
+                   ranks * (ranks + 1) / 2.0);
+      ++bad;
+      break;
+    }
   // After finalize: every use of a request left pending throws, naming the call, and lets it go.
   const auto expect_finalized = [&](const char* call, auto&& use, rmp::Request& req) {
     try {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "collectives/nonblocking.hpp"
@@ -117,4 +118,27 @@ TEST(NbcThreads, IallreduceSchedule_BinomialWhenShort_RabenseifnerFromSomeSizeOn
       }
     }
   }
+}
+
+// A rank whose ibcast buffer is shorter than the root's message: its operation fails with
+// Errc::truncate naming ibcast (not an internal receive), the root's completes.
+TEST(NbcThreads, BufferShorterThanTheRootsMessage_IbcastFailsNamingItself) {
+  run_thread_ranks(2, [](ThreadRank& t) {
+    auto& e = t.engine;
+    const int me = t.world.rank();
+    auto comm = std::make_shared<CommImpl>(e, 9, me, 2);
+    std::vector<char> buf(100, me == 0 ? 'r' : '.');
+    RequestState* r = e.start(rmp::coll::ibcast(comm, buf.data(), me == 0 ? 100 : 50, 0));
+    if (me == 0) {
+      e.wait(r);
+      return;
+    }
+    try {
+      e.wait(r);
+      ADD_FAILURE() << "the short ibcast succeeded";
+    } catch (const rmp::Error& err) {
+      EXPECT_EQ(err.code(), rmp::Errc::truncate) << err.what();
+      EXPECT_EQ(std::string(err.what()).rfind("ibcast: ", 0), 0u) << err.what();
+    }
+  });
 }
