@@ -61,6 +61,15 @@ Mapping create_segment(const std::string& name, std::size_t size, Populate pop) 
     ::shm_unlink(name.c_str());
     fail("ftruncate of " + name + " to " + std::to_string(size) + " bytes", err);
   }
+  // The pages reserved now: ftruncate reserves none on tmpfs, and a page /dev/shm had no room
+  // for when first touched killed the rank with SIGBUS in the middle of a call (a container's
+  // 64 MiB /dev/shm holds a few communicators' segments). A file system that cannot reserve
+  // (EOPNOTSUPP, EINVAL) is left as it was.
+  if (const int err = ::posix_fallocate(f.fd, 0, static_cast<off_t>(size));
+      err != 0 && err != EOPNOTSUPP && err != EINVAL) {
+    ::shm_unlink(name.c_str());
+    fail("reserving " + std::to_string(size) + " bytes of /dev/shm for " + name, err);
+  }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, map_flags(pop), f.fd, 0);
   if (p == MAP_FAILED) {
     int err = errno;

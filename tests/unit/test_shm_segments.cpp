@@ -5,7 +5,10 @@
 // at start; a pair segment when one rank first connects to the other, by that rank (creating
 // it) and by the other at its next progress (mapping it).
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -174,3 +177,38 @@ TEST(ShmSegments, TouchedMappingKeepsWhatTheCreatorWrote) {
 }
 
 }  // namespace
+
+// /dev/shm without room for a segment (a container's small tmpfs): creating it fails with
+// rmp::Error saying so, instead of a mapping whose untouched pages kill the process with
+// SIGBUS when first written. In a child process with a mount namespace of its own and a
+// 256 KiB tmpfs on /dev/shm (root only: the launcher's namespaces need it too).
+TEST(ShmSegments, DevShmWithoutRoom_CreateFailsSayingSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small /dev/shm in a namespace";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes: 0 refused as expected, 1 created, 2 wrong error, 3 no namespace.
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256k") != 0)
+      ::_exit(3);
+    try {
+      rmp::rt::shm::Mapping m =
+          rmp::rt::shm::create_segment("/rmp-test-no-room", std::size_t{4} << 20);
+      ::_exit(1);
+    } catch (const rmp::Error& e) {
+      const std::string what = e.what();
+      ::_exit(e.code() == rmp::Errc::transport && what.find("/dev/shm") != std::string::npos &&
+                      what.find("No space left") != std::string::npos
+                  ? 0
+                  : 2);
+    } catch (...) {
+      ::_exit(2);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: created without room; 2: another error; 3: no mount namespace here";
+}
