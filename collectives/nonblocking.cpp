@@ -51,7 +51,25 @@ public:
     return buffers_.back().get();
   }
 
+  void abandon(Engine& e) override {
+    fail(Errc::peer_failed, std::string(call_) + ": given up after a rank failed");
+    abandoned_ = true;
+    for (RequestState* q : inflight_) e.cancel(q);  // an unmatched receive; else nothing
+  }
+
   bool advance(Engine& e) override {
+    if (abandoned_) {
+      for (RequestState* q : inflight_)
+        if (!q->complete) return false;
+      for (RequestState* q : inflight_) {
+        try {
+          e.wait(q);
+        } catch (const Error&) {  // a cancelled receive's status; the failure is recorded
+        }
+      }
+      inflight_.clear();
+      return true;
+    }
     while (cur_ < rounds_.size()) {
       Round& r = rounds_[cur_];
       if (!posted_) {
@@ -108,6 +126,7 @@ private:
   std::vector<RequestState*> inflight_;
   std::size_t cur_ = 0;
   bool posted_ = false;
+  bool abandoned_ = false;
 };
 
 // Binomial broadcast rounds from `root` (receive from the parent, then send to children).

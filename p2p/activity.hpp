@@ -17,6 +17,11 @@ public:
   // Moves the operation on as far as it can without blocking; true once it is complete.
   // Failures are recorded with fail(), not thrown.
   virtual bool advance(Engine& e) = 0;
+  // The caller gave the operation up (its wait ended by a failed peer), and its buffers may
+  // be gone: stop where it is and withdraw the receives nothing has matched yet, so that
+  // nothing more lands in them. Transfers already under way run on; advance() then reports
+  // completion once they are over.
+  virtual void abandon(Engine& e) = 0;
 
   void fail(Errc code, std::string what) {
     if (failed_) return;

@@ -756,8 +756,13 @@ Status Engine::wait(RequestState* r) {
     // unmatched receive leaves the posted queue (else a later message would land in that
     // buffer, and be lost to the receive that waits for it); anything already under way (a
     // matched rendezvous receive, a queued send) runs on and is freed when it completes, as
-    // MPI_Request_free leaves it. The job ends soon after a failure anyway (rlaunch).
-    if (e.code() == Errc::peer_failed) release(r);
+    // MPI_Request_free leaves it. The job ends soon after a failure anyway (rlaunch). A
+    // non-blocking collective stops too: its later rounds would write the buffers.
+    if (e.code() == Errc::peer_failed) {
+      Lock g(*this);
+      if (r->kind == RequestState::Kind::activity && !r->complete) r->activity->abandon(*this);
+      release(r);
+    }
     throw;
   }
   Lock g(*this);

@@ -3,9 +3,12 @@
 // asynchronous progress thread.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/nonblocking.hpp"
@@ -140,5 +143,42 @@ TEST(NbcThreads, BufferShorterThanTheRootsMessage_IbcastFailsNamingItself) {
       EXPECT_EQ(err.code(), rmp::Errc::truncate) << err.what();
       EXPECT_EQ(std::string(err.what()).rfind("ibcast: ", 0), 0u) << err.what();
     }
+  });
+}
+
+// A wait on a non-blocking collective ended by a failed peer stops the operation: its
+// receive not yet matched is withdrawn, and the message that comes later stays unexpected
+// instead of landing in the buffer the caller may have freed.
+TEST(NbcThreads, WaitEndedByPeerFailure_StopsWritingTheBuffer) {
+  std::atomic<bool> gave_up{false};
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    auto& e = t.engine;
+    const int me = t.world.rank();
+    auto comm = std::make_shared<CommImpl>(e, 11, me, 2);
+    std::vector<char> buf(64, me == 1 ? 'x' : '.');
+    if (me == 1) {  // the root, late: it starts once rank 0 gave up waiting for it
+      while (!gave_up.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      e.wait(e.start(rmp::coll::ibcast(comm, buf.data(), buf.size(), 1)));
+      return;
+    }
+    RequestState* r = e.start(rmp::coll::ibcast(comm, buf.data(), buf.size(), 1));
+    rmp::rt::report_peer_failure(t.store, {1, "rank 1 (test) exited with status 3"});
+    try {
+      e.wait(r);
+      ADD_FAILURE() << "the wait did not end";
+    } catch (const rmp::Error& err) {
+      EXPECT_EQ(err.code(), rmp::Errc::peer_failed) << err.what();
+    }
+    gave_up = true;
+    // The first operation on the communicator: tag 2^24 + 0 on its collective channel.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!e.iprobe(*comm, Channel::collective, 1, 1 << 24).has_value() && buf[0] == '.') {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the root's message never arrived";
+        break;
+      }
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(buf[0], '.') << "the given-up ibcast wrote the buffer";
   });
 }
