@@ -45,6 +45,7 @@ constexpr std::size_t kReduceSlots = 16;
 // it anew (PathChoice): the choice follows a change of the fastest path within that many calls.
 constexpr std::uint64_t kMaxRun = 32;
 constexpr int kSetupTag = 1 << 23;  // collective channel, clear of the algorithms' tags
+constexpr int kMappedTag = kSetupTag + 1;
 
 struct alignas(kLine) FlagLine {
   std::atomic<std::uint64_t> gen;
@@ -698,11 +699,12 @@ NodeShared* node_shared(const CommImpl& c) {
   const std::size_t bytes = NodeShared::bytes_for(c.size(), chunk, nchunks);
   detail::Engine& e = c.engine();
   std::unique_ptr<rt::NodeSegment> seg;
-  // Rank 0 creates the segment, then tells the others whether they can map it: a failure
-  // there becomes an error on every member instead of a hang.
+  // Rank 0 creates the segment and tells the others whether they can map it; then every member
+  // tells rank 0 whether its mapping worked, and hears which member's did not: a member that
+  // could not map it would leave the others waiting for it in the segment's first barrier.
   std::uint8_t ok = 1;
+  std::string why;
   if (c.rank() == 0) {
-    std::string why;
     try {
       seg = rt::NodeSegment::create(ctx, key, bytes, c.size());
     } catch (const Error& err) {
@@ -718,8 +720,36 @@ NodeShared* node_shared(const CommImpl& c) {
     e.wait(e.irecv(c, p2p::Channel::collective, &ok, 1, 0, kSetupTag));
     if (!ok)
       throw Error(Errc::transport, "collectives: rank 0 could not create the node segment " + key);
-    seg = rt::NodeSegment::open(ctx, key, c.size());
+    try {
+      seg = rt::NodeSegment::open(ctx, key, c.size());
+    } catch (const Error& err) {
+      ok = 0;
+      why = err.what();
+    }
   }
+  std::int32_t unmapped = ok ? -1 : c.rank();  // the lowest rank that could not map it
+  if (c.rank() == 0) {
+    for (int r = 1; r < c.size(); ++r) {
+      std::uint8_t theirs = 0;
+      e.wait(e.irecv(c, p2p::Channel::collective, &theirs, 1, r, kMappedTag));
+      if (!theirs && unmapped < 0) unmapped = r;
+    }
+    std::vector<detail::RequestState*> rs;
+    for (int r = 1; r < c.size(); ++r)
+      rs.push_back(
+          e.isend(c, p2p::Channel::collective, &unmapped, sizeof unmapped, r, kMappedTag, false));
+    for (auto* r : rs) e.wait(r);
+    // Nobody will map it now: its name goes (the last mapping would have removed it).
+    if (unmapped >= 0) rt::NodeSegment::remove(ctx, key);
+  } else {
+    e.wait(e.isend(c, p2p::Channel::collective, &ok, 1, 0, kMappedTag, false));
+    e.wait(e.irecv(c, p2p::Channel::collective, &unmapped, sizeof unmapped, 0, kMappedTag));
+  }
+  if (!ok) throw Error(Errc::transport, "collectives: " + why);
+  if (unmapped >= 0)
+    throw Error(Errc::transport, "collectives: rank " + std::to_string(unmapped) +
+                                     " of the communicator could not map the node segment " + key +
+                                     " (its own error says why)");
   const rt::CollStore store = ctx.settings().coll_store;
   const unsigned store_modes = store == rt::CollStore::cached      ? 1u << NodeShared::kCached
                                : store == rt::CollStore::streaming ? 1u << NodeShared::kStreaming

@@ -26,6 +26,11 @@ std::string name_of(const Context& ctx, const std::string& key) {
   return "/rmp-" + ctx.id().job_id + "-n" + std::to_string(ctx.id().node_id) + "-" + key;
 }
 
+std::function<void(const Context&)>& open_fault() {
+  static std::function<void(const Context&)> f;
+  return f;
+}
+
 void count_mapping(Header* h, const std::string& name, int members) {
   if (h->mapped.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<std::uint32_t>(members))
     shm::unlink_segment(name);
@@ -53,10 +58,19 @@ std::unique_ptr<NodeSegment> NodeSegment::create(const Context& ctx, const std::
 
 std::unique_ptr<NodeSegment> NodeSegment::open(const Context& ctx, const std::string& key,
                                                int members) {
+  if (open_fault()) open_fault()(ctx);
   const std::string name = name_of(ctx, key);
   shm::Mapping m = shm::open_segment(name, sizeof(Header), ready_size, std::chrono::seconds(60));
   count_mapping(static_cast<Header*>(m.data()), name, members);
   return std::unique_ptr<NodeSegment>(new NodeSegment(std::move(m), kHeaderBytes));
+}
+
+void NodeSegment::remove(const Context& ctx, const std::string& key) {
+  shm::unlink_segment(name_of(ctx, key));
+}
+
+void NodeSegment::set_open_fault(std::function<void(const Context&)> fault) {
+  open_fault() = std::move(fault);
 }
 
 int read_member_memory(int pid, const void* remote, void* local, std::size_t n) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,11 @@ public:
                                              std::size_t bytes, int members);
   static std::unique_ptr<NodeSegment> open(const Context& ctx, const std::string& key,
                                            int members);
+  // Removes the segment's name when not every member will map it.
+  static void remove(const Context& ctx, const std::string& key);
+  // For tests: called by open() first, with the opening rank's context; what it throws,
+  // open() throws (a mapping that fails on one rank alone). Empty: none.
+  static void set_open_fault(std::function<void(const Context&)> fault);
 
   // Usable bytes (after the segment's own header).
   std::byte* data() const { return data_; }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <numeric>
@@ -32,6 +33,7 @@
 #include "collectives/nonblocking.hpp"
 #include "collectives/reduce_ops.hpp"
 #include "collectives/select.hpp"
+#include "runtime/node_segment.hpp"
 #include "tests/coll_values.hpp"
 #include "tests/unit/coll_env.hpp"
 #include "tests/unit/thread_ranks.hpp"
@@ -994,6 +996,56 @@ TEST(CollThreads, ForcedByEnvironment_EveryAlgorithmOfEveryCollective) {
     }
   }
 }
+
+// A member that cannot map its communicator's node segment (here a fault hook in
+// NodeSegment::open; in life a full address space or a lost /dev/shm entry) made every other
+// member wait for it for ever in the segment's first barrier. Now every member hears of it:
+// the failing rank throws its own error, the others one naming it, the segment's name is
+// removed, and a later call maps a new one.
+TEST(CollThreads, MemberCannotMapTheNodeSegment_EveryMemberThrowsNamingIt) {
+  for (const int n : {2, 3, 4}) {
+    for (const int bad : {1, n - 1}) {
+      Failures f;
+      std::string job;
+      std::mutex m;
+      rmp::rt::NodeSegment::set_open_fault([bad](const rmp::rt::Context& ctx) {
+        if (ctx.rank() == bad)
+          throw rmp::Error(rmp::Errc::transport, "test: this rank maps nothing");
+      });
+      run_thread_ranks(n, [&](ThreadRank& t) {
+        {
+          std::lock_guard<std::mutex> g(m);
+          job = t.ctx.id().job_id;
+        }
+        try {
+          coll::node_shared(t.world);
+          f.add("rank " + std::to_string(t.world.rank()) + ": no error");
+        } catch (const rmp::Error& e) {
+          const std::string want = t.world.rank() == bad
+                                       ? "test: this rank maps nothing"
+                                       : "rank " + std::to_string(bad) +
+                                             " of the communicator could not map the node segment";
+          if (e.code() != rmp::Errc::transport || std::string(e.what()).find(want) == std::string::npos)
+            f.add("rank " + std::to_string(t.world.rank()) + ": " + e.what());
+        }
+        // Every member waits for the others before the hook goes: the failure was agreed.
+        coll::barrier_dissemination(t.world);
+        if (t.world.rank() == 0) rmp::rt::NodeSegment::set_open_fault({});
+        coll::barrier_dissemination(t.world);
+        coll::NodeShared* ns = coll::node_shared(t.world);
+        if (!ns) f.add("no node segment the second time");
+        else coll::shm_barrier(t.world, *ns);
+      });
+      rmp::rt::NodeSegment::set_open_fault({});
+      for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+        if (entry.path().filename().string().starts_with("rmp-" + job + "-"))
+          f.add("left in /dev/shm: " + entry.path().string());
+      SCOPED_TRACE("n=" + std::to_string(n) + " failing rank " + std::to_string(bad));
+      f.report();
+    }
+  }
+}
+
 
 // Counts that disagree between ranks, which only the rank sending a block knows (the root of
 // a scatterv, the sender of an alltoallv block): the receiver's block is longer than its
