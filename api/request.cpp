@@ -64,12 +64,17 @@ std::optional<Status> Request::test() {
   if (api::process().finalized) [[unlikely]]
     throw_finalized(state_, "test");
   detail::RequestState* s = state_;
-  if (!engine_of(s).is_complete(s)) {
-    engine_of(s).progress();
-    if (!engine_of(s).is_complete(s)) return std::nullopt;
+  // The engine takes the request unless it is incomplete: completed (or failed) it is released,
+  // and so is a request given up because a peer failed.
+  std::optional<Status> st;
+  try {
+    st = engine_of(s).test(s);
+  } catch (...) {
+    state_ = nullptr;
+    throw;
   }
-  state_ = nullptr;
-  return engine_of(s).wait(s);
+  if (st) state_ = nullptr;
+  return st;
 }
 
 bool Request::cancel() {
@@ -119,8 +124,14 @@ bool test_all(std::span<Request> reqs) {
     if (r.active()) eng = r.state_for_internal_use()->engine;
   if (!eng) return true;
   eng->progress();
-  for (Request& r : reqs)
-    if (r.active() && !eng->is_complete(r.state_for_internal_use())) return false;
+  for (Request& r : reqs) {
+    if (r.active() && !eng->is_complete(r.state_for_internal_use())) {
+      // A test loop ends when a peer fails; the requests stay the caller's (wait_all or their
+      // destructors let them go).
+      eng->throw_if_peer_failed_while_testing();
+      return false;
+    }
+  }
   wait_all(reqs);
   return true;
 }

@@ -747,22 +747,24 @@ bool Engine::is_complete(RequestState* r) {
   return r->complete;
 }
 
+// A request the caller gives up because a peer failed is no longer the caller's, whose buffer
+// may be gone once the call returns. It is released as a destroyed Request is: an unmatched
+// receive leaves the posted queue (else a later message would land in that buffer, and be lost to
+// the receive that waits for it); anything already under way (a matched rendezvous receive, a
+// queued send) runs on and is freed when it completes, as MPI_Request_free leaves it. The job
+// ends soon after a failure anyway (rlaunch). A non-blocking collective stops too: its later
+// rounds would write the buffers.
+void Engine::give_up(RequestState* r) {
+  Lock g(*this);
+  if (r->kind == RequestState::Kind::activity && !r->complete) r->activity->abandon(*this);
+  release(r);
+}
+
 Status Engine::wait(RequestState* r) {
   try {
     progress_until([r] { return r->complete; });
   } catch (const Error& e) {
-    // The wait gave up (a peer failed): the request is no longer the caller's, whose buffer
-    // may be gone once the call returns. It is released as a destroyed Request is: an
-    // unmatched receive leaves the posted queue (else a later message would land in that
-    // buffer, and be lost to the receive that waits for it); anything already under way (a
-    // matched rendezvous receive, a queued send) runs on and is freed when it completes, as
-    // MPI_Request_free leaves it. The job ends soon after a failure anyway (rlaunch). A
-    // non-blocking collective stops too: its later rounds would write the buffers.
-    if (e.code() == Errc::peer_failed) {
-      Lock g(*this);
-      if (r->kind == RequestState::Kind::activity && !r->complete) r->activity->abandon(*this);
-      release(r);
-    }
+    if (e.code() == Errc::peer_failed) give_up(r);
     throw;
   }
   Lock g(*this);
@@ -780,7 +782,15 @@ std::optional<Status> Engine::test(RequestState* r) {
   {
     Lock g(*this);
     if (!r->complete) progress_locked();
-    if (!r->complete) return std::nullopt;
+    if (!r->complete) {
+      try {
+        throw_if_peer_failed_while_testing();
+      } catch (const Error&) {
+        give_up(r);
+        throw;
+      }
+      return std::nullopt;
+    }
   }
   return wait(r);
 }
@@ -817,12 +827,17 @@ struct Engine::ProgressThread {
   std::thread thread;
 };
 
-void Engine::throw_if_peer_failed() {
+void Engine::throw_if_peer_failed(const char* doing) {
   if (const rt::PeerFailure* f = ctx_.peer_failure()) {
-    throw Error(Errc::peer_failed, "rank " + std::to_string(ctx_.rank()) +
-                                       " was waiting in a blocking call when rank " +
-                                       std::to_string(f->rank) + " failed (" + f->message + ")");
+    throw Error(Errc::peer_failed, "rank " + std::to_string(ctx_.rank()) + " was " + doing +
+                                       " when rank " + std::to_string(f->rank) + " failed (" +
+                                       f->message + ")");
   }
+}
+
+void Engine::throw_if_peer_failed_while_testing() {
+  if ((tests_incomplete_.fetch_add(1, std::memory_order_relaxed) & 255) == 255)
+    throw_if_peer_failed("testing a request");
 }
 
 void Engine::start_progress_thread() {

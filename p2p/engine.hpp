@@ -4,6 +4,8 @@
 // only. Collectives use the interface below and nothing else of p2p.
 #pragma once
 
+#include <atomic>
+
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -145,7 +147,9 @@ public:
   // peer (Errc::peer_failed) releases r as a destroyed Request would (an unmatched receive is
   // cancelled).
   Status wait(RequestState* r);
-  // Status if complete (r is then released), nullopt otherwise.
+  // Status if complete (r is then released), nullopt otherwise. Once the launcher has reported
+  // a failed rank, a request still incomplete is given up as wait() gives it up and the call
+  // throws Errc::peer_failed (checked every 256th incomplete test): a test loop ends too.
   std::optional<Status> test(RequestState* r);
   bool cancel(RequestState* r);
   // The user's handle went away without waiting.
@@ -159,8 +163,11 @@ public:
   Status probe(const CommImpl& comm, p2p::Channel ch, int src, int tag);
 
   int progress();
-  // Errc::peer_failed naming the failed rank when the launcher has reported one.
-  void throw_if_peer_failed();
+  // Errc::peer_failed naming the failed rank when the launcher has reported one; `doing` says
+  // what this rank was doing ("waiting in a blocking call").
+  void throw_if_peer_failed(const char* doing = "waiting in a blocking call");
+  // The same, from a test loop: asks every 256th call only.
+  void throw_if_peer_failed_while_testing();
   // Runs progress until done() holds, spinning then yielding per the wait policy. done() is
   // evaluated with the engine locked.
   template <class Done>
@@ -268,6 +275,8 @@ private:
   inline void free_request(RequestState* r);  // inline: defined and used in engine.cpp
   void complete(RequestState* r);
   void fail(RequestState* r, Errc e, std::string msg);
+  // Releases r, which a caller stopped waiting for or testing because a peer failed.
+  void give_up(RequestState* r);
   // Created on first use; the lookups of a known peer or context stay inline (they run
   // several times per message).
   Peer& peer(int world) {
@@ -341,6 +350,9 @@ private:
   bool threaded_ = false;
   struct ProgressThread;
   std::unique_ptr<ProgressThread> thread_;
+  // Incomplete tests since start (test loops ask for a peer failure every 256th); atomic:
+  // test_all counts without the engine's lock.
+  std::atomic<std::uint32_t> tests_incomplete_{0};
 };
 
 }  // namespace rmp::detail

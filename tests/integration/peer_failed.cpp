@@ -1,7 +1,8 @@
 // A rank that dies surfaces as Errc::peer_failed on the calls waiting for it (DESIGN: errors),
 // not as a hang. Rank 1 leaves abruptly (exit status 3, no finalize) after a barrier. Rank 0
 // waits in a receive from it, rank 2 in a barrier (which needs it), rank 3 (with 4 ranks) in a
-// receive from rank 0, which waits itself: each must end with rmp::Error(peer_failed) naming
+// receive from rank 0, which waits itself, rank 4 (with 5 ranks) in a loop testing a receive
+// from rank 1: each must end with rmp::Error(peer_failed) naming
 // rank 1, and says so on stdout; tests/integration/CMakeLists.txt checks the lines, and that
 // rlaunch reports rank 1's status (3).
 #include <cstdio>
@@ -24,6 +25,10 @@ int main(int argc, char** argv) {
       w.recv(&x, 1, 1, 0);
     } else if (w.rank() == 3) {
       w.recv(&x, 1, 0, 0);
+    } else if (w.rank() == 4) {
+      rmp::Request r = w.irecv(&x, 1, 1, 0);
+      while (!r.test()) {
+      }
     } else {
       w.barrier();
     }

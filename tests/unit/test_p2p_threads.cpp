@@ -233,6 +233,56 @@ TEST(P2pThreads, WaitEndedByPeerFailure_WithdrawsItsReceive) {
   });
 }
 
+// The same for a test loop: test() reported nothing but "incomplete" after a peer failed, so
+// a loop testing a receive from the failed rank spun until the launcher killed the job. Now
+// the loop ends with Errc::peer_failed within a few hundred tests, and the receive is
+// withdrawn as a wait's is.
+TEST(P2pThreads, TestLoopEndedByPeerFailure_ThrowsAndWithdrawsItsReceive) {
+  std::atomic<bool> threw{false};
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    auto& e = t.engine;
+    constexpr int kTag = 6;
+    if (t.world.rank() == 1) {
+      while (!threw.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const int v = 43;
+      e.send(t.world, Channel::user, &v, sizeof v, 0, kTag);
+      return;
+    }
+    int stale = -1;
+    auto* r = e.irecv(t.world, Channel::user, &stale, sizeof stale, 1, kTag);
+    for (int i = 0; i < 1000; ++i) EXPECT_FALSE(e.test(r).has_value());  // no failure yet
+    rmp::rt::report_peer_failure(t.store, {1, "rank 1 (test) exited with status 3"});
+    long tests = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    try {
+      while (!e.test(r)) {
+        ++tests;
+        if (std::chrono::steady_clock::now() > deadline) {
+          ADD_FAILURE() << "the test loop did not end";
+          return;
+        }
+      }
+      ADD_FAILURE() << "the receive completed";
+    } catch (const rmp::Error& err) {
+      EXPECT_EQ(err.code(), rmp::Errc::peer_failed) << err.what();
+      EXPECT_NE(std::string(err.what()).find("testing a request"), std::string::npos)
+          << err.what();
+    }
+    threw = true;
+    while (!e.iprobe(t.world, Channel::user, 1, kTag).has_value()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the message never became receivable";
+        return;
+      }
+      std::this_thread::yield();
+    }
+    int got = 0;
+    e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, kTag));
+    EXPECT_EQ(got, 43);
+    EXPECT_EQ(stale, -1) << "the withdrawn receive's buffer was written";
+  });
+}
+
 namespace {
 
 // The transport's endpoint with refusals and full queues put in front of it: what a network
