@@ -168,11 +168,11 @@ Environment::~Environment() {
     // above first: with one bound for both, a rank with an unmatched send and a rank waiting
     // here for it timed out together, and the waiting one, leaving first, was blamed.
     Request closing = p.world.ibarrier();
-    auto reached = [&] { return closing.state_for_internal_use()->complete; };
+    auto reached = [&] { return closing.state_for_internal_use()->complete; };  // engine locked
     constexpr auto kArrive = kDeliver + std::chrono::seconds(60);
     const auto entered = Clock::now();
     e.progress_until([&] { return reached() || Clock::now() - entered > kArrive; });
-    if (!reached()) {
+    if (!e.is_complete(closing.state_for_internal_use())) {  // (the progress thread still runs)
       p.engine->stop_progress_thread();
       throw Error(Errc::timeout,
                   "the job's closing barrier: not every rank reached finalize "

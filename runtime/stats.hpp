@@ -1,13 +1,20 @@
 // Per-rank counters (RMP_STATS, tests). Plain integers bumped on the data path; no atomics:
-// the engine is driven by one thread at a time.
+// the engine is driven by one thread at a time. A counter that collectives bump from the
+// caller's thread while a progress thread (RMP_PROGRESS_THREAD=1) may bump it too goes through
+// count_shared.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 
 namespace rmp::rt {
+
+inline void count_shared(std::uint64_t& counter, std::uint64_t n) {
+  std::atomic_ref<std::uint64_t>(counter).fetch_add(n, std::memory_order_relaxed);
+}
 
 struct Counters {
   std::uint64_t msgs_inline = 0, bytes_inline = 0;   // eager-inline sends

@@ -321,7 +321,8 @@ public:
   // write: its 2 MiB blocks go onto huge pages once used often (huge_pages.hpp).
   void cma_buffer(std::span<const std::byte> region) {
     if (cma_ok_ && huge_)
-      c_.shm_huge_blocks += static_cast<std::uint64_t>(huge_->use(region.data(), region.size()));
+      count_shared(c_.shm_huge_blocks,
+                   static_cast<std::uint64_t>(huge_->use(region.data(), region.size())));
   }
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
