@@ -40,6 +40,13 @@ const char* errc_text(std::int32_t e) {
                         "collective with matching arguments)");
 }
 
+std::string call_name(std::uint32_t k) {
+  if (k == kCallDup) return "dup";
+  if (k == kCallSplit) return "split";
+  return k < coll::kCollCount ? coll::coll_name(static_cast<Coll>(k))
+                              : "an unknown call (" + std::to_string(k) + ")";
+}
+
 std::string type_text(std::int32_t t) { return coll::type_name(static_cast<detail::Type>(t)); }
 
 // The verdicts every rank reaches alike from the records; the count arrays of the v-variants
@@ -57,8 +64,8 @@ void judge(const char* call, const std::vector<CallRecord>& all) {
   for (int q = 1; q < n; ++q)
     if (all[q].coll != first.coll)
       disagree(Errc::invalid_argument, call,
-               "rank 0 called " + std::string(coll::coll_name(k)) + ", rank " + std::to_string(q) +
-                   " called " + coll::coll_name(static_cast<Coll>(all[q].coll)));
+               "rank 0 called " + call_name(first.coll) + ", rank " + std::to_string(q) +
+                   " called " + call_name(all[q].coll));
   int root = -1;
   if (is_rooted(k)) {
     root = first.root;
@@ -190,6 +197,12 @@ void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine,
   const auto k = static_cast<Coll>(mine.coll);
   if (k == Coll::gatherv || k == Coll::scatterv) judge_rooted_v(c, call, all, arrays.a);
   if (k == Coll::alltoallv) judge_alltoallv(c, call, all, arrays.a, arrays.b);
+}
+
+void agree_comm_call(const detail::CommImpl& c, std::uint32_t call) {
+  CallRecord mine;
+  mine.coll = call;
+  agree(c, call == kCallDup ? "dup" : "split", mine);
 }
 
 }  // namespace rmp::api

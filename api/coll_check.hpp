@@ -8,8 +8,9 @@
 // all ranks check or none does.
 //
 // Not checked: the non-blocking collectives (a blocking exchange at their start could
-// deadlock a correct program), and collectives the library runs for itself (communicator
-// creation). A collective that only some ranks call still waits for the others, as MPI
+// deadlock a correct program), and collectives the library runs for itself inside a call (the
+// exchanges of dup and split; the calls themselves are checked, as collectives of their own:
+// kCallDup, kCallSplit). A collective that only some ranks call still waits for the others, as MPI
 // allows. Unlike without the check, a rank whose own arguments are wrong does not throw at
 // once: it first takes part in the exchange (so that the others throw too), and so waits for
 // them to call a collective.
@@ -52,6 +53,13 @@ struct CallRecord {
   //   receiver): over all ranks the two sums are equal.
   std::uint64_t sum_a = 0, sum_b = 0;
 };
+
+// CallRecord::coll of the communicator calls, which are collective but no coll::Coll.
+inline constexpr std::uint32_t kCallDup = 200, kCallSplit = 201;
+// The record of dup or split, exchanged when checking: a rank calling a collective while
+// another creates a communicator got messages of the other call (both use the communicator's
+// collective channel) and hung or read them as its own.
+void agree_comm_call(const detail::CommImpl& c, std::uint32_t call);
 
 // The weight of entry (from, to) in the sums above.
 std::uint64_t pair_weight(int from, int to, int size);

@@ -172,6 +172,8 @@ bool Comm::valid() const { return impl_ != nullptr && !api::process().finalized;
 
 Comm Comm::dup() const {
   detail::CommImpl& c = comm_of(*this, "dup");
+  if (api::checking(c)) [[unlikely]]
+    api::agree_comm_call(c, api::kCallDup);
   std::vector<int> world_of(static_cast<std::size_t>(c.size()));
   for (int i = 0; i < c.size(); ++i) world_of[static_cast<std::size_t>(i)] = c.world_rank(i);
   const std::uint32_t ctx = agree_context(c);
@@ -180,6 +182,8 @@ Comm Comm::dup() const {
 
 Comm Comm::split(int color, int key) const {
   detail::CommImpl& c = comm_of(*this, "split");
+  if (api::checking(c)) [[unlikely]]
+    api::agree_comm_call(c, api::kCallSplit);
   const auto n = static_cast<std::size_t>(c.size());
   std::vector<int> mine{color, key}, all(2 * n);
   coll::allgather(c, mine.data(), all.data(), 2 * sizeof(int));

@@ -153,6 +153,45 @@ TEST(CollCheck, DifferentCollectives_InvalidArgumentNamingBoth) {
   still_usable();
 }
 
+// dup and split are collective calls too: a rank creating a communicator while the others
+// call a collective (or the other call) read each other's messages on the communicator's
+// collective channel, and hung. Checked, every rank throws naming both calls.
+TEST(CollCheck, CommunicatorCallAgainstCollective_InvalidArgumentNamingBoth) {
+  const rmp::Comm& w = rmp::world();
+  const int last = size() - 1;
+  expect_error(
+      [&] {
+        if (rank() == last) w.barrier();
+        else (void)w.dup();
+      },
+      Errc::invalid_argument,
+      {"dup", "rank 0 called dup, rank " + std::to_string(last) + " called barrier"},
+      "dup against barrier");
+  std::vector<int> v(4, 1), out(4 * static_cast<std::size_t>(size()));
+  expect_error(
+      [&] {
+        if (rank() == 0) w.allgather(v.data(), 4, out.data());
+        else (void)w.split(0, rank());
+      },
+      Errc::invalid_argument, {"rank 0 called allgather, rank 1 called split"},
+      "allgather against split");
+  expect_error(
+      [&] {
+        if (rank() == 0) (void)w.dup();
+        else (void)w.split(rank() % 2, 0);
+      },
+      Errc::invalid_argument, {"rank 0 called dup, rank 1 called split"}, "dup against split");
+  still_usable();
+  // Matching calls pass the check, and the communicators work.
+  rmp::Comm d = w.dup(), s = w.split(rank() % 2, -rank());
+  int one = 1, sum = 0;
+  d.allreduce(&one, &sum, 1, Op::sum);
+  EXPECT_EQ(sum, size());
+  s.allreduce(&one, &sum, 1, Op::sum);
+  EXPECT_EQ(sum, (size() + (rank() % 2 == 0 ? 1 : 0)) / 2);
+  EXPECT_EQ(s.rank(), (s.size() - 1) - rank() / 2);
+}
+
 // One rank's own arguments are wrong (its root out of range): it throws its own error, and
 // the others, instead of waiting for it in the bcast, throw naming it.
 TEST(CollCheck, OneRankRejectsItsArguments_OthersNameIt) {
