@@ -124,6 +124,14 @@ public:
   ~Engine();
 
   rt::Context& context() { return ctx_; }
+  // State the collectives layer keeps per process (opaque to p2p; its pool of ended
+  // communicators' node-shared state): made by make() on first use, released with the engine.
+  template <class Make>
+  std::shared_ptr<void> collective_state(Make&& make) {
+    std::lock_guard<std::mutex> g(coll_state_mu_);
+    if (!coll_state_) coll_state_ = make();
+    return coll_state_;
+  }
 
   // Non-blocking operations; `dest`/`src` are ranks of `comm` (src may be any_source).
   // `call`: the public call it serves, which its errors name (a refused message's).
@@ -350,6 +358,8 @@ private:
   bool threaded_ = false;
   struct ProgressThread;
   std::unique_ptr<ProgressThread> thread_;
+  std::mutex coll_state_mu_;
+  std::shared_ptr<void> coll_state_;
   // Incomplete tests since start (test loops ask for a peer failure every 256th); atomic:
   // test_all counts without the engine's lock.
   std::atomic<std::uint32_t> tests_incomplete_{0};

@@ -34,6 +34,8 @@ constexpr CounterField kFields[] = {
     {"shm_eager_streamed", &Counters::shm_eager_streamed},
     {"shm_eager_timed", &Counters::shm_eager_timed},
     {"shm_segments", &Counters::shm_segments},
+    {"coll_segments", &Counters::coll_segments},
+    {"coll_segments_reused", &Counters::coll_segments_reused},
     {"endpoints", &Counters::endpoints},
     {"idle_yields", &Counters::idle_yields},
     {"idle_sleeps", &Counters::idle_sleeps},
