@@ -1,8 +1,11 @@
 // Communicators and collectives across processes: split orders ranks by key then old rank,
 // undefined gives an invalid Comm, trees of split and dup run collectives at every level,
 // collectives of several communicators interleave without matching each other (also while a
-// non-blocking collective is outstanding), and context ids stay agreed over many dups.
+// non-blocking collective is outstanding), context ids stay agreed over many dups, and
+// communicators made and freed in a loop reuse their node-shared state with right results.
 #include "harness.hpp"
+
+#include "runtime/stats.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -169,4 +172,42 @@ TEST(CollComm, ManyDupsAndSplits_ContextIdsAgree) {
     else comms.push_back((i % 2 ? w : comms.back()).dup());
   }
   for (auto it = comms.rbegin(); it != comms.rend(); ++it) check_allreduce(*it, "dup/split chain");
+}
+
+// A code that dups (or splits) a communicator per solve: each one's node-shared state serves the
+// next of the same members (collectives/node_shared.cpp, NodeSharedPool), the results stay right
+// at every size (small, block and chunked paths; bcast from every root), and the split halves,
+// whose members differ, keep their own.
+TEST(CollComm, CommunicatorsMadeAndFreedInALoop_RightResultsAndReusedState) {
+  const rmp::Comm& w = rmp::world();
+  const rmp::rt::Counters before = rmp::rt::counters();
+  constexpr int kRounds = 12;
+  for (int i = 0; i < kRounds; ++i) {
+    rmp::Comm d = i % 2 ? w.dup() : w.split(rank() % 2, rank());
+    for (const std::size_t n : {std::size_t{1}, std::size_t{500}, std::size_t{200000}}) {
+      std::vector<double> in(n), out(n, -1.0);
+      for (std::size_t k = 0; k < n; ++k) in[k] = d.rank() + static_cast<double>(k % 5) + i;
+      d.allreduce(in.data(), out.data(), n, Op::sum);
+      const double s = d.size();
+      for (std::size_t k = 0; k < n; k += 997)
+        ASSERT_EQ(out[k], s * (s - 1) / 2 + s * (static_cast<double>(k % 5) + i))
+            << "round " << i << ", allreduce of " << n << ", element " << k;
+      std::vector<int> b(n, d.rank() == i % d.size() ? 7 + i : -1);
+      d.bcast(b.data(), n, i % d.size());
+      ASSERT_EQ(std::count(b.begin(), b.end(), 7 + i), static_cast<std::ptrdiff_t>(n))
+          << "round " << i << ", bcast of " << n;
+    }
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t made = after.coll_segments - before.coll_segments,
+                      reused = after.coll_segments_reused - before.coll_segments_reused;
+  // Where the communicators took node-shared paths at all (not across nodes, nor with every
+  // collective forced onto point-to-point algorithms), each got node-shared state once, and at
+  // most the first dup and the first split (where this rank's half has company: a split of 3
+  // ranks leaves rank 1 alone) made it new (earlier tests may have left some to take over).
+  if (made + reused > 0) {
+    const bool half_shared = (size() + (rank() % 2 == 0)) / 2 >= 2;
+    EXPECT_EQ(made + reused, kRounds / 2 + (half_shared ? kRounds / 2 : 0));
+    EXPECT_LE(made, half_shared ? 2u : 1u) << reused << " taken over";
+  }
 }
