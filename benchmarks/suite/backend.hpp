@@ -83,6 +83,13 @@ public:
   void alltoall(const void* in, void* out, std::size_t count, Elem e);
   void reduce_scatter_block(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);
 
+  // A communicator of every rank made (dup of the world, or split with one colour), an
+  // allreduce on it, and the communicator freed: what a library that dups its caller's
+  // communicator per call costs.
+  enum class NewComm { dup, split };
+  void comm_allreduce(NewComm how, const void* in, void* out, std::size_t count, Elem e,
+                      ReduceOp op);
+
   // Non-blocking allreduce: joins the pending set like isend/irecv; waitall() completes it.
   void iallreduce(const void* in, void* out, std::size_t count, Elem e, ReduceOp op);
 

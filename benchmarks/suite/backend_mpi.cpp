@@ -149,6 +149,15 @@ void Backend::allreduce(const void* in, void* out, std::size_t count, Elem e, Re
   abort(2);
 }
 
+void Backend::comm_allreduce(NewComm how, const void* in, void* out, std::size_t count, Elem e,
+                             ReduceOp op) {
+  MPI_Comm c;
+  if (how == NewComm::dup) MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  else MPI_Comm_split(MPI_COMM_WORLD, 0, rank(), &c);
+  MPI_Allreduce(in, out, count_of(count), to_mpi(e), to_mpi(op), c);
+  MPI_Comm_free(&c);
+}
+
 void Backend::allgather(const void* in, void* out, std::size_t count, Elem e) {
   MPI_Allgather(in, count_of(count), to_mpi(e), out, count_of(count), to_mpi(e), MPI_COMM_WORLD);
 }

@@ -123,6 +123,16 @@ void Backend::allreduce(const void* in, void* out, std::size_t count, Elem e, Re
   });
 }
 
+void Backend::comm_allreduce(NewComm how, const void* in, void* out, std::size_t count, Elem e,
+                             ReduceOp op) {
+  rmp::Comm c =
+      how == NewComm::dup ? impl_->world.dup() : impl_->world.split(0, impl_->world.rank());
+  with_elem(e, [&](auto tag) {
+    using T = decltype(tag);
+    c.allreduce(static_cast<const T*>(in), static_cast<T*>(out), count, to_rmp(op));
+  });
+}
+
 void Backend::allgather(const void* in, void* out, std::size_t count, Elem e) {
   with_elem(e, [&](auto tag) {
     using T = decltype(tag);

@@ -301,6 +301,25 @@ double allreduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t w
   return us;
 }
 
+// A communicator made, used for one allreduce, freed (no OSU counterpart): a library that dups
+// its caller's communicator per call pays this.
+double comm_allreduce(Context& c, Backend::NewComm how, const char* name, std::size_t bytes,
+                      std::size_t iters, std::size_t warmup) {
+  const auto [b, n, e, op] = typed(c, bytes);
+  const double us = time_calls(c, iters, warmup, [&](std::size_t i) {
+    b.comm_allreduce(how, c.sbuf.region(i, bytes), c.rbuf.region(i, bytes), n, e, op);
+  });
+  check_reduction(c, name, bytes, n, 0, true, "result", bench::Compress::none,
+                  [&](const void* in, void* out) { b.comm_allreduce(how, in, out, n, e, op); });
+  return us;
+}
+double comm_dup(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
+  return comm_allreduce(c, Backend::NewComm::dup, "comm_dup", bytes, iters, warmup);
+}
+double comm_split(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
+  return comm_allreduce(c, Backend::NewComm::split, "comm_split", bytes, iters, warmup);
+}
+
 double reduce(Context& c, std::size_t bytes, std::size_t iters, std::size_t warmup) {
   const auto [b, n, e, op] = typed(c, bytes);
   const int root = c.opt.root;
@@ -494,6 +513,11 @@ int main(int argc, char** argv) {
        "iallreduce overlapped with compute of its own length: overlap % (osu_iallreduce)",
        bench::IterPolicy{.base = 200, .warmup = 20, .large_threshold = 8192, .min_large = 20},
        iallreduce_overlap},
+      {"comm_dup", "us", "dup of the world, allreduce of BYTES on it, free (no osu test)", small,
+       comm_dup},
+      {"comm_split", "us",
+       "split of the world (one colour), allreduce of BYTES on it, free (no osu test)", small,
+       comm_split},
       {"barrier", "us", "back-to-back barriers, no size (osu_barrier)",
        bench::IterPolicy{.base = 1000, .warmup = 100, .large_threshold = 8192, .min_large = 50},
        barrier, /*sizeless=*/true},
