@@ -1,6 +1,7 @@
 // Comm: argument validation (API.md §Errors) and the hand-off to p2p and the collectives.
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rmp/rmp.hpp>
@@ -29,12 +30,19 @@ using p2p::Channel;
 namespace {
 
 // Context ids: each communicator takes one base id (two channels). Agreed by all members as
-// the maximum of their next free ids, so no two live communicators of a rank collide.
+// the maximum of their next free ids, so no two live communicators of a rank collide. Ids are
+// not reused: once kLastContext is taken (base id x 2 + channel fills a header's 32 bits), dup
+// and split fail on every member alike (the agreed id is the same everywhere).
 std::uint32_t g_next_context = 1;
+constexpr std::uint32_t kLastContext = (std::uint32_t{1} << 31) - 1;
 
-std::uint32_t agree_context(const detail::CommImpl& c) {
+std::uint32_t agree_context(const detail::CommImpl& c, const char* call) {
   std::uint32_t mine = g_next_context, agreed = 0;
   coll::allreduce(c, &mine, &agreed, 1, sizeof mine, detail::Type::u32, Op::max);
+  if (agreed > kLastContext)
+    throw Error(Errc::internal, std::string(call) + ": no communicator context ids left (" +
+                                    std::to_string(kLastContext) +
+                                    " communicators were made in this job; ids are not reused)");
   g_next_context = agreed + 1;
   return agreed;
 }
@@ -157,6 +165,12 @@ void check_root_layout(const detail::CommImpl& c, const char* call, const char* 
 
 }  // namespace
 
+namespace api {
+std::uint32_t exchange_next_context(std::uint32_t next) {
+  return std::exchange(g_next_context, next);
+}
+}  // namespace api
+
 Comm::Comm() = default;
 Comm::~Comm() = default;
 Comm::Comm(const Comm&) = default;
@@ -176,7 +190,7 @@ Comm Comm::dup() const {
     api::agree_comm_call(c, api::kCallDup);
   std::vector<int> world_of(static_cast<std::size_t>(c.size()));
   for (int i = 0; i < c.size(); ++i) world_of[static_cast<std::size_t>(i)] = c.world_rank(i);
-  const std::uint32_t ctx = agree_context(c);
+  const std::uint32_t ctx = agree_context(c, "dup");
   return Comm(std::make_shared<detail::CommImpl>(c.engine(), ctx, c.rank(), std::move(world_of)));
 }
 
@@ -199,7 +213,7 @@ Comm Comm::split(int color, int key) const {
                                               " of the communicator passed argument " +
                                               "'color' = " + std::to_string(all[2 * i]) +
                                               ", which must be non-negative or rmp::undefined");
-  const std::uint32_t ctx = agree_context(c);
+  const std::uint32_t ctx = agree_context(c, "split");
   if (color == undefined) return Comm();
   std::vector<int> members;  // old ranks with my color, ordered by key then old rank
   for (std::size_t i = 0; i < n; ++i)

@@ -95,4 +95,8 @@ inline void check_tag(const char* call, const char* arg, int tag, bool allow_any
     throw_bad_tag(call, arg, tag);
 }
 
+// For tests: sets the next context id this rank proposes to dup and split; returns the one
+// before (api/comm.cpp).
+std::uint32_t exchange_next_context(std::uint32_t next);
+
 }  // namespace rmp::api

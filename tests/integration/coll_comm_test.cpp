@@ -5,6 +5,7 @@
 // communicators made and freed in a loop reuse their node-shared state with right results.
 #include "harness.hpp"
 
+#include "api/state.hpp"
 #include "runtime/stats.hpp"
 
 #include <algorithm>
@@ -210,4 +211,17 @@ TEST(CollComm, CommunicatorsMadeAndFreedInALoop_RightResultsAndReusedState) {
     EXPECT_EQ(made + reused, kRounds / 2 + (half_shared ? kRounds / 2 : 0));
     EXPECT_LE(made, half_shared ? 2u : 1u) << reused << " taken over";
   }
+}
+
+// Context ids are not reused: once the last one is taken, dup and split fail on every member
+// alike with an error that says so (without the check the id wrapped into the world's).
+TEST(CollComm, ContextIdsUsedUp_DupAndSplitFailOnEveryRank) {
+  const rmp::Comm& w = rmp::world();
+  const std::uint32_t saved = rmp::api::exchange_next_context(std::uint32_t{1} << 31);
+  expect_error([&] { (void)w.dup(); }, rmp::Errc::internal,
+               {"dup: no communicator context ids left", "ids are not reused"}, "dup");
+  expect_error([&] { (void)w.split(rank() % 2, 0); }, rmp::Errc::internal,
+               {"split: no communicator context ids left"}, "split");
+  rmp::api::exchange_next_context(saved);
+  check_allreduce(w.dup(), "dup after the ids ran out");
 }
