@@ -1,6 +1,7 @@
 // The SPMD GoogleTest main and the helpers declared in harness.hpp.
 #include "harness.hpp"
 
+#include "runtime/context.hpp"
 #include "runtime/huge_pages.hpp"
 
 #include <sys/uio.h>
@@ -77,6 +78,10 @@ Knobs read_knobs() {
   }
   for (const rmp::ParamInfo& row : rows)
     if (row.name == "tune") k.tune_adaptive = row.value == "adaptive";
+  if (const rmp::rt::Context* ctx = rmp::rt::default_context())
+    k.eager_buffer = ctx->eager_buffer_bytes();
+  else k.problems.push_back("no runtime context (rmp::Environment not started?)");
+  table << "eager_buffer=" << k.eager_buffer << ' ';
   k.table = table.str();
   if (k.fragment_size == 0) {  // keep the size arithmetic of the tests defined
     k.problems.push_back("fragment_size is 0");
@@ -95,7 +100,8 @@ const Knobs& knobs() {
 std::size_t eager_credit_bytes() {
   const Knobs& k = knobs();
   const std::size_t largest_eager = (k.tune_adaptive ? 2 : 1) * k.eager_threshold;
-  return k.rq_depth * std::max(largest_eager, k.inline_threshold);
+  // (p2p/engine.cpp: at least the transport's eager buffer, which it has room for anyway.)
+  return std::max(k.rq_depth * std::max(largest_eager, k.inline_threshold), k.eager_buffer);
 }
 
 Proto proto_of(std::size_t bytes) {

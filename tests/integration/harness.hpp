@@ -34,12 +34,13 @@ struct Knobs {
   std::size_t rq_depth = 0;
   std::size_t sq_depth = 0;
   bool tune_adaptive = false;         // tune = adaptive: eager sends up to 2 x eager_threshold
+  std::size_t eager_buffer = 0;       // the shm transport's eager buffer per pair (bytes)
   std::vector<std::string> problems;  // rows missing or not numeric (reported by a test)
   std::string table;                  // "name=value(source) …" for messages
 };
 const Knobs& knobs();
 // The eager credit a receiver grants each sender, in bytes: rq_depth slots of the largest eager
-// message (p2p/engine.cpp).
+// message, at least the transport's eager buffer (p2p/engine.cpp).
 std::size_t eager_credit_bytes();
 
 enum class Proto { inline_, eager, rndv };

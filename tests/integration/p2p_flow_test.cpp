@@ -56,15 +56,17 @@ void flood(std::size_t count, std::size_t s, bool sync_last, std::uint64_t salt)
         (unsigned long long)(c.msgs_inline - before.msgs_inline),
         (unsigned long long)(c.msgs_eager - before.msgs_eager),
         (unsigned long long)(c.msgs_rndv - before.msgs_rndv), (unsigned long long)below);
-    // Eager credits are bytes: rq_depth slots of the largest eager message per peer, each
-    // message charged at least its size. A flood whose payload alone exceeds that must stall,
-    // leaving out what the adaptive tuner chose to send by rendezvous (RMP_TUNE=adaptive: with
-    // eager_threshold at 112 KB it sent a flood of such messages by rendezvous, all 596).
+    // Eager credits are bytes: rq_depth slots of the largest eager message per peer (at least
+    // the transport's eager buffer), each message charged at least its size. A flood whose payload
+    // alone exceeds that must stall, leaving out what the adaptive tuner chose to send by
+    // rendezvous (RMP_TUNE=adaptive: with eager_threshold at 112 KB it sent a flood of such
+    // messages by rendezvous, all 596).
     const std::size_t budget = eager_credit_bytes();
     if (proto_of(s) != Proto::rndv && k.rq_depth > 0 && (count - below) * s > budget) {
       EXPECT_GT(stalls, 0u) << what << ": " << count * s << " payload bytes exceed the credit of "
                             << budget << " bytes (rq_depth=" << k.rq_depth
-                            << " x largest eager message), yet no credit stall was counted";
+                            << " x largest eager message, at least the eager buffer), yet no "
+                               "credit stall was counted";
     }
   } else if (r == 1) {
     c.unexpected_eager_bytes_peak = c.unexpected_eager_bytes;  // measure this flood only
@@ -89,13 +91,14 @@ void flood(std::size_t count, std::size_t s, bool sync_last, std::uint64_t salt)
     const std::uint64_t peak = c.unexpected_eager_bytes_peak;
     std::printf(
         "[rank 1] flood of %s: unexpected_msgs %llu, unexpected_peak %llu, "
-        "unexpected_eager_bytes_peak %llu (bound rq_depth x largest eager message = %llu)\n",
+        "unexpected_eager_bytes_peak %llu (bound: the eager credit, max(rq_depth x largest eager "
+        "message, the eager buffer) = %llu)\n",
         what.c_str(), (unsigned long long)(c.unexpected_msgs - before.unexpected_msgs),
         (unsigned long long)c.unexpected_peak, (unsigned long long)peak,
         (unsigned long long)eager_credit_bytes());
     EXPECT_GT(k.rq_depth, 0u) << "rq_depth not readable from effective_params(\"shm\")";
     EXPECT_LE(peak, eager_credit_bytes())
-        << what << ": unexpected eager payload exceeded rq_depth x largest eager message";
+        << what << ": unexpected eager payload exceeded the eager credit";
   }
 }
 
