@@ -166,6 +166,7 @@ public:
     }
   }
   // Then by every member: its counts of calls, rounds and slots from zero, as the segment's.
+  std::size_t segment_bytes() const { return seg_->size(); }
   void restart() {
     gen_ = round_ = small_bcast_ = small_reduce_ = pushes_ = 0;
     reduce_roots_.fill(0);
@@ -722,16 +723,38 @@ namespace {
 // its state).
 class NodeSharedPool {
 public:
-  static constexpr std::size_t kKept = 4;
+  // Kept: the newest two, at most 64 MiB of segments (their pages stay reserved in /dev/shm
+  // while kept; a container's is often 64 MiB). Two serve a code that alternates between two
+  // communicators of the same members, or dups one per call.
+  static constexpr std::size_t kKept = 2;
+  static constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
 
-  void put(std::uint64_t id, std::vector<int> members, std::unique_ptr<NodeShared> ns) {
-    std::unique_ptr<NodeShared> dropped;  // unmapped outside the lock
+  // Keeps `ns` as the newest (or, `newest` false, as the oldest: the first to go, for a state a
+  // proposal failed to reuse, which some member may have let go of for good).
+  void put(std::uint64_t id, std::vector<int> members, std::unique_ptr<NodeShared> ns,
+           bool newest = true) {
+    std::vector<std::unique_ptr<NodeShared>> dropped;  // unmapped outside the lock
     std::lock_guard<std::mutex> g(mu_);
-    if (entries_.size() >= kKept) {
-      dropped = std::move(entries_.front().ns);
+    const std::size_t bytes = ns->segment_bytes();
+    if (bytes > kKeptBytes) {
+      dropped.push_back(std::move(ns));
+      return;
+    }
+    std::size_t kept = bytes;
+    for (const Entry& e : entries_) kept += e.ns->segment_bytes();
+    const auto full = [&] { return entries_.size() >= kKept || kept > kKeptBytes; };
+    if (!newest && full()) {  // the oldest of a full pool goes at once
+      dropped.push_back(std::move(ns));
+      return;
+    }
+    while (!entries_.empty() && full()) {
+      kept -= entries_.front().ns->segment_bytes();
+      dropped.push_back(std::move(entries_.front().ns));
       entries_.erase(entries_.begin());
     }
-    entries_.push_back({id, std::move(members), std::move(ns)});
+    Entry e{id, std::move(members), std::move(ns)};
+    if (newest) entries_.push_back(std::move(e));
+    else entries_.insert(entries_.begin(), std::move(e));
   }
   // The id of kept state of exactly these members and chunk geometry (0: none); it stays kept
   // until take().
@@ -843,7 +866,7 @@ NodeShared* node_shared(const CommImpl& c) {
       state = ns;
       return ns.get();
     }
-    if (kept) pool->put(reuse, members, std::move(kept));  // still this member's to offer
+    if (kept) pool->put(reuse, members, std::move(kept), false);  // still this member's
   }
 
   // A new segment: rank 0 creates it and tells the others whether they can map it; then every
