@@ -747,8 +747,9 @@ bool Engine::is_complete(RequestState* r) {
   return r->complete;
 }
 
-// A request the caller gives up because a peer failed is no longer the caller's, whose buffer
-// may be gone once the call returns. It is released as a destroyed Request is: an unmatched
+// A request whose wait or test ended in an error other than its own (a failed peer; a transport
+// error met while progressing) is no longer the caller's, whose buffer may be gone once the call
+// returns. It is released as a destroyed Request is: an unmatched
 // receive leaves the posted queue (else a later message would land in that buffer, and be lost to
 // the receive that waits for it); anything already under way (a matched rendezvous receive, a
 // queued send) runs on and is freed when it completes, as MPI_Request_free leaves it. The job
@@ -763,8 +764,8 @@ void Engine::give_up(RequestState* r) {
 Status Engine::wait(RequestState* r) {
   try {
     progress_until([r] { return r->complete; });
-  } catch (const Error& e) {
-    if (e.code() == Errc::peer_failed) give_up(r);
+  } catch (...) {
+    give_up(r);
     throw;
   }
   Lock g(*this);
@@ -781,15 +782,15 @@ Status Engine::wait(RequestState* r) {
 std::optional<Status> Engine::test(RequestState* r) {
   {
     Lock g(*this);
-    if (!r->complete) progress_locked();
-    if (!r->complete) {
-      try {
+    try {
+      if (!r->complete) progress_locked();
+      if (!r->complete) {
         throw_if_peer_failed_while_testing();
-      } catch (const Error&) {
-        give_up(r);
-        throw;
+        return std::nullopt;
       }
-      return std::nullopt;
+    } catch (...) {
+      give_up(r);
+      throw;
     }
   }
   return wait(r);

@@ -151,13 +151,15 @@ public:
   void send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes, int dest,
             int tag);
 
-  // Completes r and releases it; throws the rmp::Error it failed with. A wait ended by a failed
-  // peer (Errc::peer_failed) releases r as a destroyed Request would (an unmatched receive is
-  // cancelled).
+  // Completes r and releases it; throws the rmp::Error it failed with. A wait ended otherwise (a
+  // failed peer: Errc::peer_failed; an error progress met) releases r as a destroyed Request
+  // would (an unmatched receive is cancelled) and throws that.
   Status wait(RequestState* r);
   // Status if complete (r is then released), nullopt otherwise. Once the launcher has reported
   // a failed rank, a request still incomplete is given up as wait() gives it up and the call
-  // throws Errc::peer_failed (checked every 256th incomplete test): a test loop ends too.
+  // throws Errc::peer_failed (checked every 256th incomplete test): a test loop ends too. So
+  // is one whose test met an error while progressing. Either way r is the caller's only after
+  // nullopt.
   std::optional<Status> test(RequestState* r);
   bool cancel(RequestState* r);
   // The user's handle went away without waiting.

@@ -316,11 +316,11 @@ void Context::Idle::operator()() {
       Clock::now() - since_ > std::chrono::milliseconds(1)) {
     // Long idle periods: let the core go entirely for a short while.
     std::this_thread::sleep_for(std::chrono::microseconds(50));
-    ++c_.counters().idle_sleeps;
+    count_shared(c_.counters().idle_sleeps, 1);
     return;
   }
   ::sched_yield();
-  ++c_.counters().idle_yields;
+  count_shared(c_.counters().idle_yields, 1);
 }
 
 void Context::Idle::keep_core() {
@@ -360,7 +360,7 @@ const PeerFailure* Context::peer_failure() {
 
 void Context::Idle::give_core() {
   ::sched_yield();
-  ++c_.counters().idle_yields;
+  count_shared(c_.counters().idle_yields, 1);
 }
 
 void Context::report_stats() const {

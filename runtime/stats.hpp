@@ -1,6 +1,7 @@
 // Per-rank counters (RMP_STATS, tests). Plain integers bumped on the data path; no atomics:
 // the engine is driven by one thread at a time. A counter that collectives bump from the
-// caller's thread while a progress thread (RMP_PROGRESS_THREAD=1) may bump it too goes through
+// caller's thread while a progress thread (RMP_PROGRESS_THREAD=1) may bump it too, or that
+// waits of several application threads bump (idle yields and sleeps), goes through
 // count_shared.
 #pragma once
 

@@ -297,6 +297,7 @@ public:
   int get_retries = 0;       // reads answered retry before one goes through
   bool refuse_gets = false;  // then refused instead
   int gets_retried = 0;
+  bool throw_once = false;  // the refusal is an exception instead, once; then it lets all pass
 
   rmp::rt::TStatus send_am(rmp::rt::AmId id, std::span<const std::byte> header,
                            std::span<const std::byte> payload, bool inline_hint) override {
@@ -304,6 +305,11 @@ public:
     if (am_retries > 0) {
       --am_retries;
       return rmp::rt::TStatus::retry;
+    }
+    if (throw_once) {
+      throw_once = false;
+      refuse_am = -1;
+      throw rmp::Error(rmp::Errc::transport, "test: the transport threw");
     }
     return rmp::rt::TStatus::error;
   }
@@ -455,4 +461,66 @@ TEST(P2pThreads, TransportOutOfRoomForRead_ReceiveRetries_RefusedReadFailsReceiv
       EXPECT_EQ(std::string(err.what()).rfind("recv: reading", 0), 0u) << err.what();
     }
   });
+}
+
+// A wait or test ended by an error that progress met (here the transport throwing while it
+// sends a queued message) left the caller's request posted: its receive took a later message
+// into a buffer the caller no longer had, and the request leaked. Now the request is given up
+// as a destroyed Request is, and the engine goes on (the queued message leaves on a later
+// progress).
+TEST(P2pThreads, WaitOrTestEndedByAnErrorOfProgress_WithdrawsItsReceive) {
+  for (const bool by_test : {false, true}) {
+    SCOPED_TRACE(by_test ? "test" : "wait");
+    std::atomic<bool> threw{false};
+    run_thread_ranks(2, [&](ThreadRank& t) {
+      auto& e = t.engine;
+      constexpr int kTag = 8, kQueuedTag = 9;
+      if (t.world.rank() == 1) {
+        int queued = 0;
+        e.wait(e.irecv(t.world, Channel::user, &queued, sizeof queued, 0, kQueuedTag));
+        EXPECT_EQ(queued, 5);
+        while (!threw.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        const int v = 44;
+        e.send(t.world, Channel::user, &v, sizeof v, 0, kTag);
+        return;
+      }
+      int stale = -1;
+      auto* r = e.irecv(t.world, Channel::user, &stale, sizeof stale, 1, kTag);
+      FaultyEndpoint faulty(t.ctx.endpoint(1));
+      {
+        Routed routed(t, 1, faulty);
+        faulty.refuse_am = static_cast<int>(rmp::p2p::Am::eager);
+        faulty.am_retries = 1;  // queued, then thrown at from progress
+        faulty.throw_once = true;
+        const int five = 5;
+        auto* s = e.isend(t.world, Channel::user, &five, sizeof five, 1, kQueuedTag, false);
+        try {
+          if (by_test) {
+            for (int i = 0; i < 1000000 && !e.test(r); ++i) {
+            }
+            ADD_FAILURE() << "the test loop did not end";
+          } else {
+            e.wait(r);
+            ADD_FAILURE() << "the wait returned";
+          }
+        } catch (const rmp::Error& err) {
+          EXPECT_EQ(err.code(), rmp::Errc::transport) << err.what();
+        }
+        e.wait(s);  // the queued message leaves now
+      }
+      threw = true;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!e.iprobe(t.world, Channel::user, 1, kTag).has_value()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          ADD_FAILURE() << "the message never became receivable";
+          return;
+        }
+        std::this_thread::yield();
+      }
+      int got = 0;
+      e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, kTag));
+      EXPECT_EQ(got, 44);
+      EXPECT_EQ(stale, -1) << "the given-up receive's buffer was written";
+    });
+  }
 }
