@@ -195,6 +195,35 @@ TEST(P2pThreads, ProbeThenCancel) {
   });
 }
 
+namespace {
+
+// After a receive from rank 1 with `tag` was withdrawn (its wait or test gave it up): the
+// message rank 1 sends afterwards becomes receivable, arrives whole (`want`) in the receive
+// posted for it, and the withdrawn receive's buffer keeps its -1.
+void expect_withdrawn(ThreadRank& t, int tag, int want, const int& stale) {
+  auto& e = t.engine;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!e.iprobe(t.world, Channel::user, 1, tag).has_value()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the message never became receivable";
+      return;
+    }
+    std::this_thread::yield();
+  }
+  int got = 0;
+  e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, tag));
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(stale, -1) << "the withdrawn receive's buffer was written";
+}
+
+// Rank 1's part: once rank 0's call has thrown, the message rank 0 withdrew its receive for.
+void send_once_withdrawn(ThreadRank& t, const std::atomic<bool>& threw, int tag, int v) {
+  while (!threw.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  t.engine.send(t.world, Channel::user, &v, sizeof v, 0, tag);  // eager: no wait
+}
+
+}  // namespace
+
 // A wait that gives up because the launcher reported a failed rank withdraws the unmatched
 // receive it waited for, so a message that arrives later goes to the receive posted for it,
 // not into the buffer of the call that threw (which may be gone by then).
@@ -204,9 +233,7 @@ TEST(P2pThreads, WaitEndedByPeerFailure_WithdrawsItsReceive) {
     auto& e = t.engine;
     constexpr int kTag = 5;
     if (t.world.rank() == 1) {
-      while (!threw.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      const int v = 42;
-      e.send(t.world, Channel::user, &v, sizeof v, 0, kTag);  // eager: no wait
+      send_once_withdrawn(t, threw, kTag, 42);
       return;
     }
     rmp::rt::report_peer_failure(t.store, {1, "rank 1 (test) exited with status 3"});
@@ -218,18 +245,7 @@ TEST(P2pThreads, WaitEndedByPeerFailure_WithdrawsItsReceive) {
       EXPECT_EQ(err.code(), rmp::Errc::peer_failed) << err.what();
     }
     threw = true;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!e.iprobe(t.world, Channel::user, 1, kTag).has_value()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "the message never became receivable";
-        return;
-      }
-      std::this_thread::yield();
-    }
-    int got = 0;
-    e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, kTag));
-    EXPECT_EQ(got, 42);
-    EXPECT_EQ(stale, -1) << "the withdrawn receive's buffer was written";
+    expect_withdrawn(t, kTag, 42, stale);
   });
 }
 
@@ -243,9 +259,7 @@ TEST(P2pThreads, TestLoopEndedByPeerFailure_ThrowsAndWithdrawsItsReceive) {
     auto& e = t.engine;
     constexpr int kTag = 6;
     if (t.world.rank() == 1) {
-      while (!threw.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      const int v = 43;
-      e.send(t.world, Channel::user, &v, sizeof v, 0, kTag);
+      send_once_withdrawn(t, threw, kTag, 43);
       return;
     }
     int stale = -1;
@@ -269,17 +283,7 @@ TEST(P2pThreads, TestLoopEndedByPeerFailure_ThrowsAndWithdrawsItsReceive) {
           << err.what();
     }
     threw = true;
-    while (!e.iprobe(t.world, Channel::user, 1, kTag).has_value()) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "the message never became receivable";
-        return;
-      }
-      std::this_thread::yield();
-    }
-    int got = 0;
-    e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, kTag));
-    EXPECT_EQ(got, 43);
-    EXPECT_EQ(stale, -1) << "the withdrawn receive's buffer was written";
+    expect_withdrawn(t, kTag, 43, stale);
   });
 }
 
@@ -509,18 +513,7 @@ TEST(P2pThreads, WaitOrTestEndedByAnErrorOfProgress_WithdrawsItsReceive) {
         e.wait(s);  // the queued message leaves now
       }
       threw = true;
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (!e.iprobe(t.world, Channel::user, 1, kTag).has_value()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          ADD_FAILURE() << "the message never became receivable";
-          return;
-        }
-        std::this_thread::yield();
-      }
-      int got = 0;
-      e.wait(e.irecv(t.world, Channel::user, &got, sizeof got, 1, kTag));
-      EXPECT_EQ(got, 44);
-      EXPECT_EQ(stale, -1) << "the given-up receive's buffer was written";
+      expect_withdrawn(t, kTag, 44, stale);
     });
   }
 }
