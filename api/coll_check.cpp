@@ -202,7 +202,7 @@ void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine,
 void agree_comm_call(const detail::CommImpl& c, std::uint32_t call) {
   CallRecord mine;
   mine.coll = call;
-  agree(c, call == kCallDup ? "dup" : "split", mine);
+  agree(c, call_name(call).c_str(), mine);
 }
 
 }  // namespace rmp::api

@@ -65,7 +65,7 @@ std::optional<Status> Request::test() {
     throw_finalized(state_, "test");
   detail::RequestState* s = state_;
   // The engine takes the request unless it is incomplete: completed (or failed) it is released,
-  // and so is a request given up because a peer failed.
+  // and so is one given up because an error ended the test (a failed peer, or one progress met).
   std::optional<Status> st;
   try {
     st = engine_of(s).test(s);

@@ -166,7 +166,6 @@ public:
     }
   }
   // Then by every member: its counts of calls, rounds and slots from zero, as the segment's.
-  std::size_t segment_bytes() const { return seg_->size(); }
   void restart() {
     gen_ = round_ = small_bcast_ = small_reduce_ = pushes_ = 0;
     reduce_roots_.fill(0);
@@ -176,6 +175,7 @@ public:
     direct_err_rank_ = -1;
   }
 
+  std::size_t segment_bytes() const { return seg_->size(); }
   static std::size_t bytes_for(int ranks, std::size_t chunk, std::size_t nchunks) {
     return static_cast<std::size_t>(ranks) * (kSmallStride + nchunks * chunk);
   }
@@ -719,8 +719,7 @@ namespace {
 // 0.6 ms here (the segment created, its pages reserved, mapped and touched, the direct paths
 // probed, 170 KB of state allocated; unmapped at the end): dup + 8-byte allreduce, 2 ranks,
 // 620-655 us against OpenMPI's 6.6. Codes that dup or split a communicator per solve paid it
-// every time. Thread-safe. The newest kKept are kept (each: its segment, ~1 MiB a member, and
-// its state).
+// every time. Thread-safe.
 class NodeSharedPool {
 public:
   // Kept: the newest two, at most 64 MiB of segments (their pages stay reserved in /dev/shm
@@ -832,6 +831,21 @@ NodeShared* node_shared(const CommImpl& c) {
       rs.push_back(e.isend(c, p2p::Channel::collective, msg, n, r, tag, false));
     for (auto* r : rs) e.wait(r);
   };
+  // At rank 0: every other member's yes (1) or no (0); the lowest member that said no, or -1.
+  auto first_no = [&](int tag) {
+    std::int32_t no = -1;
+    for (int r = 1; r < c.size(); ++r) {
+      std::uint8_t yes = 0;
+      e.wait(e.irecv(c, p2p::Channel::collective, &yes, 1, r, tag));
+      if (!yes && no < 0) no = r;
+    }
+    return no;
+  };
+  // At the others: this member's yes or no to rank 0, then rank 0's verdict.
+  auto tell_and_hear = [&](std::uint8_t yes, void* verdict, std::size_t n, int tag) {
+    e.wait(e.isend(c, p2p::Channel::collective, &yes, 1, 0, tag, false));
+    e.wait(e.irecv(c, p2p::Channel::collective, verdict, n, 0, tag));
+  };
 
   // Rank 0 proposes the kept state of an ended communicator of these members when it has some;
   // every member says whether it has let go of that one too (its communicator gone, so no call
@@ -848,16 +862,11 @@ NodeShared* node_shared(const CommImpl& c) {
     std::unique_ptr<NodeShared> kept = pool->take(reuse);
     std::uint8_t all = kept != nullptr;
     if (c.rank() == 0) {
-      for (int r = 1; r < c.size(); ++r) {
-        std::uint8_t theirs = 0;
-        e.wait(e.irecv(c, p2p::Channel::collective, &theirs, 1, r, kReuseTag));
-        all = all && theirs;
-      }
+      all = all && first_no(kReuseTag) < 0;
       if (all) kept->clear_segment(c.size());
       to_members(&all, 1, kReuseTag);
     } else {
-      e.wait(e.isend(c, p2p::Channel::collective, &all, 1, 0, kReuseTag, false));
-      e.wait(e.irecv(c, p2p::Channel::collective, &all, 1, 0, kReuseTag));
+      tell_and_hear(all, &all, 1, kReuseTag);
     }
     if (all) {
       rt::count_shared(e.context().counters().coll_segments_reused, 1);
@@ -896,19 +905,14 @@ NodeShared* node_shared(const CommImpl& c) {
       why = err.what();
     }
   }
-  std::int32_t unmapped = ok ? -1 : c.rank();  // the lowest rank that could not map it
+  std::int32_t unmapped = -1;  // the lowest rank that could not map it (rank 0 created it)
   if (c.rank() == 0) {
-    for (int r = 1; r < c.size(); ++r) {
-      std::uint8_t theirs = 0;
-      e.wait(e.irecv(c, p2p::Channel::collective, &theirs, 1, r, kMappedTag));
-      if (!theirs && unmapped < 0) unmapped = r;
-    }
+    unmapped = first_no(kMappedTag);
     to_members(&unmapped, sizeof unmapped, kMappedTag);
     // Nobody will map it now: its name goes (the last mapping would have removed it).
     if (unmapped >= 0) rt::NodeSegment::remove(ctx, key);
   } else {
-    e.wait(e.isend(c, p2p::Channel::collective, &ok, 1, 0, kMappedTag, false));
-    e.wait(e.irecv(c, p2p::Channel::collective, &unmapped, sizeof unmapped, 0, kMappedTag));
+    tell_and_hear(ok, &unmapped, sizeof unmapped, kMappedTag);
   }
   if (!ok) throw Error(Errc::transport, "collectives: " + why);
   if (unmapped >= 0)

@@ -749,10 +749,10 @@ bool Engine::is_complete(RequestState* r) {
 
 // A request whose wait or test ended in an error other than its own (a failed peer; a transport
 // error met while progressing) is no longer the caller's, whose buffer may be gone once the call
-// returns. It is released as a destroyed Request is: an unmatched
-// receive leaves the posted queue (else a later message would land in that buffer, and be lost to
-// the receive that waits for it); anything already under way (a matched rendezvous receive, a
-// queued send) runs on and is freed when it completes, as MPI_Request_free leaves it. The job
+// returns. It is released as a destroyed Request is: an unmatched receive leaves the posted queue
+// (else a later message would land in that buffer, and be lost to the receive that waits for it);
+// anything already under way (a matched rendezvous receive, a queued send) runs on and is freed
+// when it completes, as MPI_Request_free leaves it. The job
 // ends soon after a failure anyway (rlaunch). A non-blocking collective stops too: its later
 // rounds would write the buffers.
 void Engine::give_up(RequestState* r) {

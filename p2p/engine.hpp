@@ -5,7 +5,6 @@
 #pragma once
 
 #include <atomic>
-
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -285,7 +284,8 @@ private:
   inline void free_request(RequestState* r);  // inline: defined and used in engine.cpp
   void complete(RequestState* r);
   void fail(RequestState* r, Errc e, std::string msg);
-  // Releases r, which a caller stopped waiting for or testing because a peer failed.
+  // Releases r, whose wait or test an error ended (a failed peer, or one progress met): see
+  // wait().
   void give_up(RequestState* r);
   // Created on first use; the lookups of a known peer or context stay inline (they run
   // several times per message).
