@@ -9,6 +9,7 @@
 #include "api/coll_check.hpp"
 #include "api/state.hpp"
 #include "collectives/collectives.hpp"
+#include "collectives/node_shared.hpp"
 #include "collectives/nonblocking.hpp"
 #include "collectives/reduce_ops.hpp"
 
@@ -36,15 +37,24 @@ namespace {
 std::uint32_t g_next_context = 1;
 constexpr std::uint32_t kLastContext = (std::uint32_t{1} << 31) - 1;
 
-std::uint32_t agree_context(const detail::CommImpl& c, const char* call) {
-  std::uint32_t mine = g_next_context, agreed = 0;
-  coll::allreduce(c, &mine, &agreed, 1, sizeof mine, detail::Type::u32, Op::max);
-  if (agreed > kLastContext)
+struct Agreed {
+  std::uint32_t context;
+  bool same_offer;  // every member offered `offer`, not 0
+};
+
+// The context id, and with it (the same allreduce) whether every member offered the same kept
+// node-shared state (a dup's coll::KeptState id; 0: none): the maximum of [next id, offer,
+// ~offer] holds the largest offer and the complement of the smallest.
+Agreed agree_context(const detail::CommImpl& c, const char* call, std::uint64_t offer = 0) {
+  const std::uint64_t mine[3] = {g_next_context, offer, ~offer};
+  std::uint64_t all[3] = {};
+  coll::allreduce(c, mine, all, 3, sizeof mine[0], detail::Type::u64, Op::max);
+  if (all[0] > kLastContext)
     throw Error(Errc::internal, std::string(call) + ": no communicator context ids left (" +
                                     std::to_string(kLastContext) +
                                     " communicators were made in this job; ids are not reused)");
-  g_next_context = agreed + 1;
-  return agreed;
+  g_next_context = static_cast<std::uint32_t>(all[0]) + 1;
+  return {static_cast<std::uint32_t>(all[0]), offer != 0 && all[1] == offer && ~all[2] == offer};
 }
 
 void check_op(const char* call, Op op, detail::Type t) {
@@ -190,8 +200,11 @@ Comm Comm::dup() const {
     api::agree_comm_call(c, api::kCallDup);
   std::vector<int> world_of(static_cast<std::size_t>(c.size()));
   for (int i = 0; i < c.size(); ++i) world_of[static_cast<std::size_t>(i)] = c.world_rank(i);
-  const std::uint32_t ctx = agree_context(c, "dup");
-  return Comm(std::make_shared<detail::CommImpl>(c.engine(), ctx, c.rank(), std::move(world_of)));
+  coll::KeptState kept(c);
+  const Agreed a = agree_context(c, "dup", kept.id());
+  auto d = std::make_shared<detail::CommImpl>(c.engine(), a.context, c.rank(), std::move(world_of));
+  if (a.same_offer) kept.adopt(*d);
+  return Comm(std::move(d));
 }
 
 Comm Comm::split(int color, int key) const {
@@ -213,7 +226,7 @@ Comm Comm::split(int color, int key) const {
                                               " of the communicator passed argument " +
                                               "'color' = " + std::to_string(all[2 * i]) +
                                               ", which must be non-negative or rmp::undefined");
-  const std::uint32_t ctx = agree_context(c, "split");
+  const std::uint32_t ctx = agree_context(c, "split").context;
   if (color == undefined) return Comm();
   std::vector<int> members;  // old ranks with my color, ordered by key then old rank
   for (std::size_t i = 0; i < n; ++i)

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
@@ -67,9 +68,12 @@ constexpr std::size_t kSmallStride =
 // result goes (shm_allreduce_direct; the root of shm_reduce_direct: its scratch space), and
 // the counts of the pushed direct reduce (blocks pushed; at the root, blocks combined) and the
 // last round in which its push failed.
+// Rank 0's cleared line counts the times its segment was cleared for a new communicator
+// (NodeShared::reuse); the clear keeps it and the pid lines.
 constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12,
-                      kResultLine = 13, kPushedLine = 14, kConsumedLine = 15, kPushFailedLine = 16;
-static_assert((kPushFailedLine + 1) * sizeof(FlagLine) <= 4096);
+                      kResultLine = 13, kPushedLine = 14, kConsumedLine = 15, kPushFailedLine = 16,
+                      kClearedLine = 17;
+static_assert((kClearedLine + 1) * sizeof(FlagLine) <= 4096);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -156,23 +160,45 @@ public:
   // A communicator's node-shared state outlives it in a pool (NodeSharedPool) and serves a later
   // communicator of the same members, its segment and what it measured (the paths' and stores'
   // times, whether the direct paths work) kept; what belongs to the calls of the one before goes.
-  // First, by one member while no member uses it: every rank's small area to zeros but its pid
-  // line (the same processes), as in a new segment. The chunks' contents do not matter.
-  void clear_segment(int ranks) {
-    for (int r = 0; r < ranks; ++r) {
+  // By every member once it knows that all have let go of the old communicator (no call of it
+  // can still use the segment): its counts of calls, rounds and slots from zero, as the
+  // segment's; rank 0 clears every rank's small area but its pid line (the same processes) and
+  // its own cleared line, to zeros as in a new segment, and then counts the reuse in its
+  // cleared line. `told`: this member hears that the clear is done by message (node_shared's
+  // agreement); else (a dup's, KeptState) its first call on the state waits for that count.
+  // The chunks' contents do not matter.
+  void reuse(const CommImpl& c, bool told) {
+    restart();
+    ++reuses_;
+    adopted_ = !told;
+    if (c.rank() != 0) return;
+    if (!told) [[unlikely]]
+      if (const int ms = clear_delay_ms_.load(std::memory_order_relaxed))
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    for (int r = 0; r < c.size(); ++r) {
       std::byte* b = base(r);
       std::memset(b, 0, kPidLine * kLine);
-      std::memset(b + (kPidLine + 1) * kLine, 0, kSmallStride - (kPidLine + 1) * kLine);
+      std::memset(b + (kPidLine + 1) * kLine, 0, (kClearedLine - kPidLine - 1) * kLine);
+      std::memset(b + (kClearedLine + 1) * kLine, 0, kSmallStride - (kClearedLine + 1) * kLine);
     }
+    line(0, kClearedLine).gen.store(reuses_, std::memory_order_release);
   }
-  // Then by every member: its counts of calls, rounds and slots from zero, as the segment's.
-  void restart() {
-    gen_ = round_ = small_bcast_ = small_reduce_ = pushes_ = 0;
-    reduce_roots_.fill(0);
-    for (auto& runs : path_runs_) runs.fill(PathRun{});
-    root_waits_ = false;
-    direct_err_ = 0;
-    direct_err_rank_ = -1;
+  // Whether the state was adopted by a dup and serves its first call now (first_call).
+  bool adopted() const { return adopted_; }
+  // The first call on an adopted state counts its reuse (where the call uses it: a dup whose
+  // calls all take point-to-point algorithms does not count) and, but at rank 0, waits for
+  // rank 0's clear.
+  void first_call(const CommImpl& c) {
+    adopted_ = false;
+    rt::count_shared(c.engine().context().counters().coll_segments_reused, 1);
+    if (c.rank() == 0) return;
+    wait_one(
+        c, [&](int q) -> std::atomic<std::uint64_t>& { return line(q, kClearedLine).gen; }, 0,
+        reuses_);
+  }
+  // set_kept_clear_delay (node_shared.hpp)
+  static void set_clear_delay(std::chrono::milliseconds d) {
+    clear_delay_ms_.store(static_cast<int>(d.count()), std::memory_order_relaxed);
   }
 
   std::size_t segment_bytes() const { return seg_->size(); }
@@ -529,6 +555,15 @@ private:
   int pid_of(int rank) {
     return static_cast<int>(line(rank, kPidLine).gen.load(std::memory_order_relaxed));
   }
+  // reuse(): the counts of the calls of the communicator before go.
+  void restart() {
+    gen_ = round_ = small_bcast_ = small_reduce_ = pushes_ = 0;
+    reduce_roots_.fill(0);
+    for (auto& runs : path_runs_) runs.fill(PathRun{});
+    root_waits_ = false;
+    direct_err_ = 0;
+    direct_err_rank_ = -1;
+  }
   void note_error(int rank, int err) {
     direct_err_ = err;
     direct_err_rank_ = rank;
@@ -597,6 +632,10 @@ private:
   // rank it waits for that was last seen on this CPU is queued behind this one: yield to it
   // at once, without spinning first. (Measured with a bare 4-process flag barrier on 2
   // cores: 3.8 -> 2.7 us pinned, 4.0 -> 3.4 unpinned, yields per rank and barrier 0.8 -> 0.5.)
+  // A rank not seen yet (a new or cleared segment: its line 0) may be queued anywhere: the
+  // wait spins spin_us and then yields. Judged elsewhere, the first call on a communicator kept
+  // its core for the whole window (100 us): 4 ranks on 2 cores, dup + 8-byte allreduce 115-150 us
+  // a call, ~40 with it unknown.
   std::uint64_t publish_cpu(const CommImpl& c) {
     const int cpu = sched_getcpu();
     const std::uint64_t v = cpu < 0 ? 0 : static_cast<std::uint64_t>(cpu) + 1;
@@ -610,10 +649,14 @@ private:
     std::uint64_t here = publish_cpu(c);
     if (here == 0) return Awaited::unknown;
     if ((++waits_unchecked_ & (kSpreadClockEvery - 1)) == 0) here = spread_if_crowded(c, here);
-    for (int q = from; q < to; ++q)
-      if (pending(q) && cpu_line(q).load(std::memory_order_relaxed) == here)
-        return Awaited::behind_us;
-    return Awaited::elsewhere;
+    bool unseen = false;
+    for (int q = from; q < to; ++q) {
+      if (!pending(q)) continue;
+      const std::uint64_t there = cpu_line(q).load(std::memory_order_relaxed);
+      if (there == here) return Awaited::behind_us;
+      unseen |= there == 0;
+    }
+    return unseen ? Awaited::unknown : Awaited::elsewhere;
   }
 
   // Ranks that outnumber the cores and are not bound sit where the scheduler puts them, and it
@@ -681,6 +724,9 @@ private:
   bool own_cores_ = true;  // every rank has a core of its own (p2p_paths)
   bool root_waits_ = false;
   int direct_err_ = 0, direct_err_rank_ = -1;  // the first failed copy of this call
+  std::uint64_t reuses_ = 0;                   // by communicators after the first (reuse)
+  bool adopted_ = false;                       // by a dup, not yet called (first_call)
+  static inline std::atomic<int> clear_delay_ms_{0};
   std::vector<std::byte> scratch_;
   std::uint64_t probe_word_ = 0;  // read by the previous member in probe_direct
   static constexpr std::uint64_t kProbeMagic = 0x726d70'64697265ULL;
@@ -715,7 +761,7 @@ private:
 namespace {
 
 // Node-shared state of ended communicators, kept by each process for a later communicator of the
-// same members (NodeShared::clear_segment): a new one cost a communicator's first collective
+// same members (NodeShared::reuse): a new one cost a communicator's first collective
 // 0.6 ms here (the segment created, its pages reserved, mapped and touched, the direct paths
 // probed, 170 KB of state allocated; unmapped at the end): dup + 8-byte allreduce, 2 ranks,
 // 620-655 us against OpenMPI's 6.6. Codes that dup or split a communicator per solve paid it
@@ -805,15 +851,69 @@ std::shared_ptr<NodeShared> pooled(std::unique_ptr<NodeShared> ns,
                                      });
 }
 
-}  // namespace
+// The members' world ranks, which name a kept state's communicator.
+std::vector<int> members_of(const CommImpl& c) {
+  std::vector<int> m(static_cast<std::size_t>(c.size()));
+  for (int r = 0; r < c.size(); ++r) m[static_cast<std::size_t>(r)] = c.world_rank(r);
+  return m;
+}
 
-NodeShared* node_shared(const CommImpl& c) {
-  auto& state = c.collective_state();
-  if (state) return static_cast<NodeShared*>(state.get());
+std::shared_ptr<NodeSharedPool> pool_of(detail::Engine& e) {
+  return std::static_pointer_cast<NodeSharedPool>(
+      e.collective_state([] { return std::make_shared<NodeSharedPool>(); }));
+}
+
+// Whether node-shared state can serve communicators of `c`'s size in this job.
+bool node_local(const CommImpl& c) {
   const rt::Context& ctx = c.engine().context();
   // One-node jobs only for now: then every communicator is node-local. (With several nodes
   // the members' node ids must be compared first: the multi-node work adds that.)
-  if (c.size() < 2 || ctx.id().local_size != ctx.id().size) return nullptr;
+  return c.size() >= 2 && ctx.id().local_size == ctx.id().size;
+}
+
+}  // namespace
+
+KeptState::KeptState(const CommImpl& parent) {
+  if (!node_local(parent)) return;
+  const rt::Params& p = parent.engine().context().coll_params();
+  auto pool = pool_of(parent.engine());
+  std::vector<int> members = members_of(parent);
+  const std::uint64_t id = pool->find(members, chunk_bytes(p), chunk_count(p));
+  if (!id) return;
+  ns_ = pool->take(id);
+  if (!ns_) return;
+  id_ = id;
+  members_ = std::move(members);
+  pool_ = std::move(pool);
+}
+
+KeptState::~KeptState() {
+  if (!ns_) return;
+  try {
+    std::static_pointer_cast<NodeSharedPool>(pool_)->put(id_, std::move(members_), std::move(ns_));
+  } catch (...) {  // no memory to keep it: it goes
+  }
+}
+
+void set_kept_clear_delay(std::chrono::milliseconds d) { NodeShared::set_clear_delay(d); }
+
+void KeptState::adopt(const CommImpl& fresh) {
+  if (!ns_) return;
+  ns_->reuse(fresh, false);
+  fresh.collective_state() = pooled(std::move(ns_), std::static_pointer_cast<NodeSharedPool>(pool_),
+                                    id_, std::move(members_));
+}
+
+NodeShared* node_shared(const CommImpl& c) {
+  auto& state = c.collective_state();
+  if (state) {
+    auto* ns = static_cast<NodeShared*>(state.get());
+    if (ns->adopted()) [[unlikely]]
+      ns->first_call(c);
+    return ns;
+  }
+  if (!node_local(c)) return nullptr;
+  const rt::Context& ctx = c.engine().context();
   // The groups of one split share a context id; member 0's world rank tells them apart.
   const std::string key =
       "c" + std::to_string(c.base_context()) + "-" + std::to_string(c.world_rank(0));
@@ -821,10 +921,8 @@ NodeShared* node_shared(const CommImpl& c) {
                     nchunks = chunk_count(ctx.coll_params());
   const std::size_t bytes = NodeShared::bytes_for(c.size(), chunk, nchunks);
   detail::Engine& e = c.engine();
-  std::vector<int> members(static_cast<std::size_t>(c.size()));
-  for (int r = 0; r < c.size(); ++r) members[static_cast<std::size_t>(r)] = c.world_rank(r);
-  const auto pool = std::static_pointer_cast<NodeSharedPool>(
-      e.collective_state([] { return std::make_shared<NodeSharedPool>(); }));
+  std::vector<int> members = members_of(c);
+  const auto pool = pool_of(e);
   auto to_members = [&](const void* msg, std::size_t n, int tag) {
     std::vector<detail::RequestState*> rs;
     for (int r = 1; r < c.size(); ++r)
@@ -863,14 +961,14 @@ NodeShared* node_shared(const CommImpl& c) {
     std::uint8_t all = kept != nullptr;
     if (c.rank() == 0) {
       all = all && first_no(kReuseTag) < 0;
-      if (all) kept->clear_segment(c.size());
+      if (all) kept->reuse(c, true);
       to_members(&all, 1, kReuseTag);
     } else {
       tell_and_hear(all, &all, 1, kReuseTag);
+      if (all) kept->reuse(c, true);
     }
     if (all) {
       rt::count_shared(e.context().counters().coll_segments_reused, 1);
-      kept->restart();
       auto ns = pooled(std::move(kept), pool, reuse, std::move(members));
       state = ns;
       return ns.get();

@@ -8,6 +8,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
 
 #include <rmp/rmp.hpp>
 
@@ -20,8 +23,38 @@ namespace rmp::coll {
 class NodeShared;
 
 // The communicator's node-shared state, created collectively at its first use; nullptr when
-// shared memory cannot serve it (ranks on several nodes, a single rank).
+// shared memory cannot serve it (ranks on several nodes, a single rank). A state kept from an
+// ended communicator of the same members serves it when every member has let go of that one
+// (its first use agrees on it with rank 0, or its dup did: KeptState).
 NodeShared* node_shared(const detail::CommImpl& c);
+
+// A dup's offer of node-shared state: the newest this process keeps from an ended communicator
+// of the parent's members, taken out of its pool while the members agree (api/comm.cpp: in the
+// dup's context-id allreduce, which then says whether every member offered the same one: each
+// has then let go of that communicator). Without it a reused state cost the dup's first
+// collective three more message rounds (~120 us with 4 ranks on 2 cores). Goes back to the pool
+// unless adopted.
+class KeptState {
+public:
+  explicit KeptState(const detail::CommImpl& parent);
+  ~KeptState();
+  KeptState(const KeptState&) = delete;
+  KeptState& operator=(const KeptState&) = delete;
+  // What this member offers: 0 for nothing.
+  std::uint64_t id() const { return id_; }
+  // Every member offered id(): it serves `fresh`, the dup (rank 0 clears it here; the others'
+  // first call on it waits for that).
+  void adopt(const detail::CommImpl& fresh);
+
+private:
+  std::uint64_t id_ = 0;
+  std::vector<int> members_;
+  std::unique_ptr<NodeShared> ns_;
+  std::shared_ptr<void> pool_;
+};
+// Test hook: rank 0 of a dup that adopts kept state sleeps this long before clearing it, so
+// that the others reach their first call first.
+void set_kept_clear_delay(std::chrono::milliseconds d);
 
 // Which path a bcast, reduce, allgather(v), alltoall or allreduce takes when the node-shared
 // one was selected: that one, or the point-to-point algorithm the formulas pick, or the direct

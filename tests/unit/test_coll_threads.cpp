@@ -1073,6 +1073,70 @@ TEST(CollThreads, EndedCommunicatorsNodeState_ServesTheNextOfTheSameMembers) {
   }
 }
 
+// A dup takes the kept state in its context-id agreement (api/comm.cpp: every member offers its
+// newest kept state of the parent's members, coll::KeptState; they agree when all offered the
+// same one) instead of three more message rounds at its first collective. Rank 0 clears the
+// segment in the dup; the others' first call waits for that: here rank 0 sleeps 30 ms first, so
+// they get there before it (without the wait they read the last communicator's flags: wrong
+// sums or a hang). An offer not every member makes (a member still holds its communicator) is
+// put back and a new segment serves.
+TEST(CollThreads, DupAgreesOnKeptNodeState_OthersWaitForRankZerosClear) {
+  coll::set_kept_clear_delay(std::chrono::milliseconds(30));
+  for (const int n : {2, 3, 4}) {
+    Failures f;
+    run_thread_ranks(n, [&](ThreadRank& t) {
+      const int r = t.world.rank();
+      const rmp::rt::Counters& counters = t.ctx.counters();
+      // The dup's agreement, as api/comm.cpp makes it.
+      auto dup = [&](std::uint32_t context) {
+        coll::KeptState kept(t.world);
+        const std::uint64_t mine[2] = {kept.id(), ~kept.id()};
+        std::uint64_t all[2] = {};
+        coll::allreduce(t.world, mine, all, 2, 8, Type::u64, Op::max);
+        auto d = std::make_unique<CommImpl>(t.engine, context, r, n);
+        if (kept.id() != 0 && all[0] == kept.id() && ~all[1] == kept.id()) kept.adopt(*d);
+        return d;
+      };
+      auto exercise = [&](CommImpl& c, const std::string& what) {
+        for (const std::size_t count : {std::size_t{1}, std::size_t{300}, std::size_t{70000}}) {
+          std::vector<double> in(count, r + 1.0), out(count, -1.0);
+          coll::allreduce(c, in.data(), out.data(), count, sizeof(double), Type::f64, Op::sum);
+          const double want = n * (n + 1) / 2;
+          if (std::count(out.begin(), out.end(), want) != static_cast<std::ptrdiff_t>(count))
+            f.add(what + ", rank " + std::to_string(r) + ": allreduce of " + std::to_string(count) +
+                  " gave " + std::to_string(out[0]) + ", want " + std::to_string(want));
+        }
+        coll::barrier(c);
+      };
+      std::uint32_t context = 10;
+      exercise(*dup(context++), "first");
+      coll::barrier_dissemination(t.world);
+      const std::uint64_t made = counters.coll_segments, reused = counters.coll_segments_reused;
+      for (int round = 0; round < 3; ++round) {
+        exercise(*dup(context++), "dup " + std::to_string(round));
+        coll::barrier_dissemination(t.world);
+      }
+      if (counters.coll_segments != made || counters.coll_segments_reused != reused + 3)
+        f.add("rank " + std::to_string(r) + ": " + std::to_string(counters.coll_segments - made) +
+              " new segments and " + std::to_string(counters.coll_segments_reused - reused) +
+              " reused for 3 dups, want 0 and 3");
+      auto held = dup(context++);
+      exercise(*held, "held");
+      if (r != n - 1) held.reset();
+      coll::barrier_dissemination(t.world);
+      const std::uint64_t made_before = counters.coll_segments;
+      exercise(*dup(context++), "dup beside a held one");
+      if (counters.coll_segments != made_before + 1)
+        f.add("rank " + std::to_string(r) + ": " +
+              std::to_string(counters.coll_segments - made_before) +
+              " new segments beside a communicator a member still holds, want 1");
+    });
+    SCOPED_TRACE("n=" + std::to_string(n));
+    f.report();
+  }
+  coll::set_kept_clear_delay(std::chrono::milliseconds(0));
+}
+
 // A member that cannot map its communicator's node segment (here a fault hook in
 // NodeSegment::open; in life a full address space or a lost /dev/shm entry) made every other
 // member wait for it for ever in the segment's first barrier. Now every member hears of it:
