@@ -1,5 +1,7 @@
 // Comm: argument validation (API.md §Errors) and the hand-off to p2p and the collectives.
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,12 +32,59 @@ using p2p::Channel;
 
 namespace {
 
-// Context ids: each communicator takes one base id (two channels). Agreed by all members as
-// the maximum of their next free ids, so no two live communicators of a rank collide. Ids are
-// not reused: once kLastContext is taken (base id x 2 + channel fills a header's 32 bits), dup
-// and split fail on every member alike (the agreed id is the same everywhere).
+// Context ids: each communicator takes one base id (two channels), the same at every member;
+// no two live communicators of a rank may share one. The world has 0. A communicator that
+// ended at a rank gives its id back there once no receive is posted on it and no message waits
+// unmatched in it (Engine::release_context: a receive posted before the free still waits for
+// its message on that id); a dup or split takes the lowest such id when every member proposes
+// the same one (the usual case: the same members made and freed the same communicators), else a
+// new one: the maximum of the members' next ids, fresh everywhere. So codes that make and free
+// communicators in a loop keep reusing a few ids (and their matching queues go with them). New
+// ids run out after kLastContext (base id x 2 + channel fills a header's 32 bits): dup and split
+// then fail on every member alike.
 std::uint32_t g_next_context = 1;
 constexpr std::uint32_t kLastContext = (std::uint32_t{1} << 31) - 1;
+// Ids of communicators that ended here: released (not checked yet, or not quiet when last
+// checked) and free (quiet: reusable). The free ones kept are bounded; one dropped is lost.
+// Guarded by g_ids_mu: a communicator may end on the progress thread (a non-blocking
+// collective's hold on it), while the engine's lock is held there.
+std::mutex g_ids_mu;
+std::vector<std::uint32_t> g_released;
+std::set<std::uint32_t> g_free;
+constexpr std::size_t kFreeKept = 4096;
+
+// A communicator whose id goes back to released when it ends.
+std::shared_ptr<detail::CommImpl> made_comm(detail::Engine& e, std::uint32_t ctx, int rank,
+                                            std::vector<int> world_of) {
+  return std::shared_ptr<detail::CommImpl>(
+      new detail::CommImpl(e, ctx, rank, std::move(world_of)), [](detail::CommImpl* p) {
+        const std::uint32_t id = p->base_context();
+        delete p;
+        try {
+          std::lock_guard<std::mutex> g(g_ids_mu);
+          g_released.push_back(id);
+        } catch (...) {  // no memory to note it: the id is not reused
+        }
+      });
+}
+
+// The lowest id this rank can give to a new communicator (0: none), after checking the
+// released ones. (The engine's lock is taken with g_ids_mu free: a communicator ending on the
+// progress thread takes them the other way round.)
+std::uint32_t lowest_free(detail::Engine& e) {
+  std::vector<std::uint32_t> check;
+  {
+    std::lock_guard<std::mutex> g(g_ids_mu);
+    check.swap(g_released);
+  }
+  std::vector<std::uint32_t> quiet, busy;
+  for (const std::uint32_t id : check) (e.release_context(id) ? quiet : busy).push_back(id);
+  std::lock_guard<std::mutex> g(g_ids_mu);
+  g_released.insert(g_released.end(), busy.begin(), busy.end());
+  for (const std::uint32_t id : quiet)
+    if (g_free.size() < kFreeKept) g_free.insert(id);
+  return g_free.empty() ? 0 : *g_free.begin();
+}
 
 struct Agreed {
   std::uint32_t context;
@@ -43,18 +92,27 @@ struct Agreed {
 };
 
 // The context id, and with it (the same allreduce) whether every member offered the same kept
-// node-shared state (a dup's coll::KeptState id; 0: none): the maximum of [next id, offer,
-// ~offer] holds the largest offer and the complement of the smallest.
+// node-shared state (a dup's coll::KeptState id; 0: none). Each value v a member must have in
+// common with all goes as v and ~v: the maximum holds the largest v and the complement of the
+// smallest, equal to this member's v and ~v only if every member's is the same.
 Agreed agree_context(const detail::CommImpl& c, const char* call, std::uint64_t offer = 0) {
-  const std::uint64_t mine[3] = {g_next_context, offer, ~offer};
-  std::uint64_t all[3] = {};
-  coll::allreduce(c, mine, all, 3, sizeof mine[0], detail::Type::u64, Op::max);
+  const std::uint64_t free = lowest_free(c.engine());
+  const std::uint64_t mine[5] = {g_next_context, offer, ~offer, free, ~free};
+  std::uint64_t all[5] = {};
+  coll::allreduce(c, mine, all, 5, sizeof mine[0], detail::Type::u64, Op::max);
+  auto same = [&](int i) { return mine[i] != 0 && all[i] == mine[i] && ~all[i + 1] == mine[i]; };
+  if (same(3)) {
+    std::lock_guard<std::mutex> g(g_ids_mu);
+    g_free.erase(static_cast<std::uint32_t>(free));
+    return {static_cast<std::uint32_t>(free), same(1)};
+  }
   if (all[0] > kLastContext)
     throw Error(Errc::internal, std::string(call) + ": no communicator context ids left (" +
                                     std::to_string(kLastContext) +
-                                    " communicators were made in this job; ids are not reused)");
+                                    " were given out in this job, and no ended communicator's "
+                                    "id is free at every member)");
   g_next_context = static_cast<std::uint32_t>(all[0]) + 1;
-  return {static_cast<std::uint32_t>(all[0]), offer != 0 && all[1] == offer && ~all[2] == offer};
+  return {static_cast<std::uint32_t>(all[0]), same(1)};
 }
 
 void check_op(const char* call, Op op, detail::Type t) {
@@ -176,8 +234,14 @@ void check_root_layout(const detail::CommImpl& c, const char* call, const char* 
 }  // namespace
 
 namespace api {
-std::uint32_t exchange_next_context(std::uint32_t next) {
-  return std::exchange(g_next_context, next);
+ContextIds exchange_context_ids(ContextIds ids) {
+  std::lock_guard<std::mutex> g(g_ids_mu);
+  ContextIds before{g_next_context, g_released};
+  before.ended.insert(before.ended.end(), g_free.begin(), g_free.end());
+  g_next_context = ids.next;
+  g_released = std::move(ids.ended);
+  g_free.clear();
+  return before;
 }
 }  // namespace api
 
@@ -202,7 +266,7 @@ Comm Comm::dup() const {
   for (int i = 0; i < c.size(); ++i) world_of[static_cast<std::size_t>(i)] = c.world_rank(i);
   coll::KeptState kept(c);
   const Agreed a = agree_context(c, "dup", kept.id());
-  auto d = std::make_shared<detail::CommImpl>(c.engine(), a.context, c.rank(), std::move(world_of));
+  auto d = made_comm(c.engine(), a.context, c.rank(), std::move(world_of));
   if (a.same_offer) kept.adopt(*d);
   return Comm(std::move(d));
 }
@@ -227,7 +291,11 @@ Comm Comm::split(int color, int key) const {
                                               "'color' = " + std::to_string(all[2 * i]) +
                                               ", which must be non-negative or rmp::undefined");
   const std::uint32_t ctx = agree_context(c, "split").context;
-  if (color == undefined) return Comm();
+  if (color == undefined) {  // the id serves the others; here it is free again at once
+    std::lock_guard<std::mutex> g(g_ids_mu);
+    g_released.push_back(ctx);
+    return Comm();
+  }
   std::vector<int> members;  // old ranks with my color, ordered by key then old rank
   for (std::size_t i = 0; i < n; ++i)
     if (all[2 * i] == color) members.push_back(static_cast<int>(i));
@@ -239,7 +307,7 @@ Comm Comm::split(int color, int key) const {
     if (members[i] == c.rank()) my_rank = static_cast<int>(i);
     world_of.push_back(c.world_rank(members[i]));
   }
-  return Comm(std::make_shared<detail::CommImpl>(c.engine(), ctx, my_rank, std::move(world_of)));
+  return Comm(made_comm(c.engine(), ctx, my_rank, std::move(world_of)));
 }
 
 // ---------------------------------------------------------------------------------------------

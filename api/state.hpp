@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <rmp/rmp.hpp>
 
@@ -95,8 +96,13 @@ inline void check_tag(const char* call, const char* arg, int tag, bool allow_any
     throw_bad_tag(call, arg, tag);
 }
 
-// For tests: sets the next context id this rank proposes to dup and split; returns the one
-// before (api/comm.cpp).
-std::uint32_t exchange_next_context(std::uint32_t next);
+// For tests: the context ids this rank may give to the next dup or split (api/comm.cpp): the
+// next new one, and those of communicators that ended here (checked again before reuse).
+// Sets them, returns those before.
+struct ContextIds {
+  std::uint32_t next = 0;
+  std::vector<std::uint32_t> ended;
+};
+ContextIds exchange_context_ids(ContextIds ids);
 
 }  // namespace rmp::api

@@ -811,6 +811,8 @@ public:
         return it->id;
     return 0;
   }
+  // A number for the next segment this process makes as rank 0 (node_shared's ids).
+  std::uint64_t next_serial() { return ++serial_; }
   // The kept state `id` (null if this process keeps none by that id).
   std::unique_ptr<NodeShared> take(std::uint64_t id) {
     std::lock_guard<std::mutex> g(mu_);
@@ -831,6 +833,7 @@ private:
   };
   mutable std::mutex mu_;
   std::vector<Entry> entries_;  // oldest first
+  std::atomic<std::uint64_t> serial_{0};
 };
 
 // A communicator's node-shared state, which goes back to the pool when the communicator ends
@@ -914,9 +917,6 @@ NodeShared* node_shared(const CommImpl& c) {
   }
   if (!node_local(c)) return nullptr;
   const rt::Context& ctx = c.engine().context();
-  // The groups of one split share a context id; member 0's world rank tells them apart.
-  const std::string key =
-      "c" + std::to_string(c.base_context()) + "-" + std::to_string(c.world_rank(0));
   const std::size_t chunk = chunk_bytes(ctx.coll_params()),
                     nchunks = chunk_count(ctx.coll_params());
   const std::size_t bytes = NodeShared::bytes_for(c.size(), chunk, nchunks);
@@ -980,24 +980,33 @@ NodeShared* node_shared(const CommImpl& c) {
   // member tells rank 0 whether its mapping worked, and hears which member's did not: a member
   // that could not map it would leave the others waiting for it in the segment's first barrier.
   // (Pages are reserved when it is created, and each member's are touched as its paths use them.)
+  // Its id, which names it and its state in the pools, is rank 0's world rank and how many it
+  // made (context ids are reused, and the groups of one split share one); 0: none made.
   std::unique_ptr<rt::NodeSegment> seg;
   std::uint8_t ok = 1;
   std::string why;
+  std::uint64_t id = 0;
+  auto key_of = [](std::uint64_t i) {
+    return "s" + std::to_string((i >> 40) - 1) + "-" + std::to_string(i & ((1ull << 40) - 1));
+  };
   if (c.rank() == 0) {
+    id = (static_cast<std::uint64_t>(c.world_rank(0)) + 1) << 40 | pool->next_serial();
     try {
-      seg = rt::NodeSegment::create(ctx, key, bytes, c.size());
+      seg = rt::NodeSegment::create(ctx, key_of(id), bytes, c.size());
     } catch (const Error& err) {
       ok = 0;
       why = err.what();
     }
-    to_members(&ok, 1, kSetupTag);
+    const std::uint64_t told = ok ? id : 0;
+    to_members(&told, sizeof told, kSetupTag);
     if (!ok) throw Error(Errc::transport, "collectives: " + why);
   } else {
-    e.wait(e.irecv(c, p2p::Channel::collective, &ok, 1, 0, kSetupTag));
-    if (!ok)
-      throw Error(Errc::transport, "collectives: rank 0 could not create the node segment " + key);
+    e.wait(e.irecv(c, p2p::Channel::collective, &id, sizeof id, 0, kSetupTag));
+    if (!id)
+      throw Error(Errc::transport,
+                  "collectives: rank 0 could not create the communicator's node segment");
     try {
-      seg = rt::NodeSegment::open(ctx, key, c.size());
+      seg = rt::NodeSegment::open(ctx, key_of(id), c.size());
     } catch (const Error& err) {
       ok = 0;
       why = err.what();
@@ -1008,15 +1017,15 @@ NodeShared* node_shared(const CommImpl& c) {
     unmapped = first_no(kMappedTag);
     to_members(&unmapped, sizeof unmapped, kMappedTag);
     // Nobody will map it now: its name goes (the last mapping would have removed it).
-    if (unmapped >= 0) rt::NodeSegment::remove(ctx, key);
+    if (unmapped >= 0) rt::NodeSegment::remove(ctx, key_of(id));
   } else {
     tell_and_hear(ok, &unmapped, sizeof unmapped, kMappedTag);
   }
   if (!ok) throw Error(Errc::transport, "collectives: " + why);
   if (unmapped >= 0)
     throw Error(Errc::transport, "collectives: rank " + std::to_string(unmapped) +
-                                     " of the communicator could not map the node segment " + key +
-                                     " (its own error says why)");
+                                     " of the communicator could not map the node segment " +
+                                     key_of(id) + " (its own error says why)");
   const rt::CollStore store = ctx.settings().coll_store;
   const unsigned store_modes = store == rt::CollStore::cached      ? 1u << NodeShared::kCached
                                : store == rt::CollStore::streaming ? 1u << NodeShared::kStreaming
@@ -1031,8 +1040,6 @@ NodeShared* node_shared(const CommImpl& c) {
   fresh->probe_direct(c, ctx.settings().shm_cma);
   fresh->set_huge_pages(c.engine().context().huge_pages());
   // Pooled once whole: a state whose probe failed part-way is not offered again.
-  const std::uint64_t id =
-      std::uint64_t{c.base_context()} << 32 | static_cast<std::uint32_t>(members[0]);
   auto ns = pooled(std::move(fresh), pool, id, std::move(members));
   state = ns;
   return ns.get();

@@ -252,6 +252,17 @@ Engine::MatchQueues& Engine::new_queues(std::uint32_t ctx) {
   return *q;
 }
 
+bool Engine::release_context(std::uint32_t base) {
+  Lock g(*this);
+  const std::uint32_t first = base * 2, last = first + 1;
+  for (std::uint32_t ctx = first; ctx <= last; ++ctx)
+    if (ctx < queues_.size() && queues_[ctx] &&
+        (queues_[ctx]->posted.head || queues_[ctx]->unexpected.head))
+      return false;
+  for (std::uint32_t ctx = first; ctx <= last && ctx < queues_.size(); ++ctx) queues_[ctx].reset();
+  return true;
+}
+
 std::uint32_t Engine::take_owed(Peer& p) {
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX));
   p.owed -= n;

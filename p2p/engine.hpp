@@ -243,6 +243,12 @@ public:
     return outstanding_sends_ == 0 && pending_peers_.empty() && retry_gets_.empty() &&
            active_gets_ == 0 && activities_.empty();
   }
+  // A communicator with base context id `base` has ended at this rank: when no receive is
+  // posted on either of its channels and no message waits unmatched there, their queues go
+  // and true says the id may serve another communicator (api/comm.cpp). Else false (a receive
+  // posted before the communicator was freed still waits for its message; an unexpected
+  // message was never received): the id stays taken.
+  bool release_context(std::uint32_t base);
   // Non-blocking collectives not finished, for finalize's messages.
   std::size_t unfinished_collectives() {
     Lock g(*this);
