@@ -1,7 +1,8 @@
 // Comm: argument validation (API.md §Errors) and the hand-off to p2p and the collectives.
 #include <algorithm>
+#include <deque>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,30 +37,35 @@ namespace {
 // no two live communicators of a rank may share one. The world has 0. A communicator that
 // ended at a rank gives its id back there once no receive is posted on it and no message waits
 // unmatched in it (Engine::release_context: a receive posted before the free still waits for
-// its message on that id); a dup or split takes the lowest such id when every member proposes
-// the same one (the usual case: the same members made and freed the same communicators), else a
-// new one: the maximum of the members' next ids, fresh everywhere. So codes that make and free
-// communicators in a loop keep reusing a few ids (and their matching queues go with them). New
-// ids run out after kLastContext (base id x 2 + channel fills a header's 32 bits): dup and split
-// then fail on every member alike.
+// its message on that id; one withdrawn keeps the id out for good). A dup or split takes the
+// id every member freed most recently when all propose the same one (the usual case: the same
+// members made and freed the same communicators; the most recent rather than the lowest, which
+// may be one that other members still use: the id of a split a rank of colour undefined left
+// at once), else a new one: the maximum of the members' next ids, fresh everywhere. So codes that
+// make and free communicators in a loop keep reusing a few ids (and their matching queues go
+// with them). New ids run out after kLastContext (base id x 2 + channel fills a header's 32
+// bits): dup and split then fail on every member alike.
 std::uint32_t g_next_context = 1;
 constexpr std::uint32_t kLastContext = (std::uint32_t{1} << 31) - 1;
-// Ids of communicators that ended here: released (not checked yet, or not quiet when last
-// checked) and free (quiet: reusable). The free ones kept are bounded; one dropped is lost.
-// Guarded by g_ids_mu: a communicator may end on the progress thread (a non-blocking
+// Ids of communicators that ended here: released (not checked yet, or busy when last checked)
+// and free (reusable; the most recently freed last). The free ones kept are bounded; the oldest
+// goes first. Guarded by g_ids_mu: a communicator may end on the progress thread (a non-blocking
 // collective's hold on it), while the engine's lock is held there.
 std::mutex g_ids_mu;
 std::vector<std::uint32_t> g_released;
-std::set<std::uint32_t> g_free;
+std::deque<std::uint32_t> g_free;
 constexpr std::size_t kFreeKept = 4096;
 
-// A communicator whose id goes back to released when it ends.
-std::shared_ptr<detail::CommImpl> made_comm(detail::Engine& e, std::uint32_t ctx, int rank,
+// A communicator whose id goes back to released when it ends. Made before its members agree on
+// the id (set_context), so that nothing after the agreement can fail at one member only; until
+// then its id is 0, which is never released (the world's).
+std::shared_ptr<detail::CommImpl> made_comm(detail::Engine& e, int rank,
                                             std::vector<int> world_of) {
   return std::shared_ptr<detail::CommImpl>(
-      new detail::CommImpl(e, ctx, rank, std::move(world_of)), [](detail::CommImpl* p) {
+      new detail::CommImpl(e, 0, rank, std::move(world_of)), [](detail::CommImpl* p) {
         const std::uint32_t id = p->base_context();
         delete p;
+        if (id == 0) return;
         try {
           std::lock_guard<std::mutex> g(g_ids_mu);
           g_released.push_back(id);
@@ -68,43 +74,65 @@ std::shared_ptr<detail::CommImpl> made_comm(detail::Engine& e, std::uint32_t ctx
       });
 }
 
-// The lowest id this rank can give to a new communicator (0: none), after checking the
-// released ones. (The engine's lock is taken with g_ids_mu free: a communicator ending on the
-// progress thread takes them the other way round.)
-std::uint32_t lowest_free(detail::Engine& e) {
+// The id this rank proposes for a new communicator (0: none), after checking the released
+// ones. (The engine's lock is taken with g_ids_mu free: a communicator ending on the progress
+// thread takes them the other way round.)
+std::uint32_t free_id(detail::Engine& e) {
   std::vector<std::uint32_t> check;
   {
     std::lock_guard<std::mutex> g(g_ids_mu);
     check.swap(g_released);
   }
-  std::vector<std::uint32_t> quiet, busy;
-  for (const std::uint32_t id : check) (e.release_context(id) ? quiet : busy).push_back(id);
+  std::vector<std::uint32_t> freed, busy;
+  for (const std::uint32_t id : check) {
+    const detail::Engine::Release r = e.release_context(id);
+    if (r == detail::Engine::Release::free) freed.push_back(id);
+    else if (r == detail::Engine::Release::busy) busy.push_back(id);
+  }
   std::lock_guard<std::mutex> g(g_ids_mu);
   g_released.insert(g_released.end(), busy.begin(), busy.end());
-  for (const std::uint32_t id : quiet)
-    if (g_free.size() < kFreeKept) g_free.insert(id);
-  return g_free.empty() ? 0 : *g_free.begin();
+  for (const std::uint32_t id : freed) {
+    if (g_free.size() == kFreeKept) g_free.pop_front();
+    g_free.push_back(id);
+  }
+  return g_free.empty() ? 0 : g_free.back();
 }
 
 struct Agreed {
   std::uint32_t context;
-  bool same_offer;  // every member offered `offer`, not 0
+  bool same_offer;  // every member of this rank's group offered the same state, not 0
 };
 
-// The context id, and with it (the same allreduce) whether every member offered the same kept
-// node-shared state (a dup's coll::KeptState id; 0: none). Each value v a member must have in
-// common with all goes as v and ~v: the maximum holds the largest v and the complement of the
-// smallest, equal to this member's v and ~v only if every member's is the same.
-Agreed agree_context(const detail::CommImpl& c, const char* call, std::uint64_t offer = 0) {
-  const std::uint64_t free = lowest_free(c.engine());
-  const std::uint64_t mine[5] = {g_next_context, offer, ~offer, free, ~free};
-  std::uint64_t all[5] = {};
-  coll::allreduce(c, mine, all, 5, sizeof mine[0], detail::Type::u64, Op::max);
-  auto same = [&](int i) { return mine[i] != 0 && all[i] == mine[i] && ~all[i + 1] == mine[i]; };
-  if (same(3)) {
+// The context id, and with it (the same allreduce) whether the members of each new
+// communicator offered the same kept node-shared state (coll::KeptState; 0: none): a dup has one
+// group, a split one per colour (`groups`; this rank's is `group`, none for a rank of colour
+// undefined: pass `groups`). Each value v the members must have in common goes as v and ~v,
+// a group's offers in that group's two slots (0 elsewhere, which the maximum ignores): the
+// maximum holds the largest v and the complement of the smallest, equal to this member's v and
+// ~v only if every member's is the same.
+Agreed agree_context(const detail::CommImpl& c, const char* call, std::uint64_t offer = 0,
+                     std::size_t groups = 1, std::size_t group = 0) {
+  const std::uint64_t free = free_id(c.engine());
+  std::vector<std::uint64_t> mine(3 + 2 * groups, 0), all(mine.size(), 0);
+  mine[0] = g_next_context;
+  mine[1] = free;
+  mine[2] = ~free;
+  if (group < groups) {
+    mine[3 + 2 * group] = offer;
+    mine[4 + 2 * group] = ~offer;
+  }
+  coll::allreduce(c, mine.data(), all.data(), mine.size(), sizeof mine[0], detail::Type::u64,
+                  Op::max);
+  auto same = [&](std::size_t i) {
+    return mine[i] != 0 && all[i] == mine[i] && ~all[i + 1] == mine[i];
+  };
+  const bool same_offer = group < groups && same(3 + 2 * group);
+  if (same(1)) {  // this rank's newest free id: the last one, unless a communicator ended since
     std::lock_guard<std::mutex> g(g_ids_mu);
-    g_free.erase(static_cast<std::uint32_t>(free));
-    return {static_cast<std::uint32_t>(free), same(1)};
+    if (auto it = std::find(g_free.begin(), g_free.end(), static_cast<std::uint32_t>(free));
+        it != g_free.end())
+      g_free.erase(it);
+    return {static_cast<std::uint32_t>(free), same_offer};
   }
   if (all[0] > kLastContext)
     throw Error(Errc::internal, std::string(call) + ": no communicator context ids left (" +
@@ -112,7 +140,7 @@ Agreed agree_context(const detail::CommImpl& c, const char* call, std::uint64_t 
                                     " were given out in this job, and no ended communicator's "
                                     "id is free at every member)");
   g_next_context = static_cast<std::uint32_t>(all[0]) + 1;
-  return {static_cast<std::uint32_t>(all[0]), same(1)};
+  return {static_cast<std::uint32_t>(all[0]), same_offer};
 }
 
 void check_op(const char* call, Op op, detail::Type t) {
@@ -236,8 +264,8 @@ void check_root_layout(const detail::CommImpl& c, const char* call, const char* 
 namespace api {
 ContextIds exchange_context_ids(ContextIds ids) {
   std::lock_guard<std::mutex> g(g_ids_mu);
-  ContextIds before{g_next_context, g_released};
-  before.ended.insert(before.ended.end(), g_free.begin(), g_free.end());
+  ContextIds before{g_next_context, std::vector<std::uint32_t>(g_free.begin(), g_free.end())};
+  before.ended.insert(before.ended.end(), g_released.begin(), g_released.end());
   g_next_context = ids.next;
   g_released = std::move(ids.ended);
   g_free.clear();
@@ -264,9 +292,10 @@ Comm Comm::dup() const {
     api::agree_comm_call(c, api::kCallDup);
   std::vector<int> world_of(static_cast<std::size_t>(c.size()));
   for (int i = 0; i < c.size(); ++i) world_of[static_cast<std::size_t>(i)] = c.world_rank(i);
+  auto d = made_comm(c.engine(), c.rank(), std::move(world_of));
   coll::KeptState kept(c);
   const Agreed a = agree_context(c, "dup", kept.id());
-  auto d = made_comm(c.engine(), a.context, c.rank(), std::move(world_of));
+  d->set_context(a.context);
   if (a.same_offer) kept.adopt(*d);
   return Comm(std::move(d));
 }
@@ -290,24 +319,40 @@ Comm Comm::split(int color, int key) const {
                                               " of the communicator passed argument " +
                                               "'color' = " + std::to_string(all[2 * i]) +
                                               ", which must be non-negative or rmp::undefined");
-  const std::uint32_t ctx = agree_context(c, "split").context;
+  std::vector<int> colours;  // the groups: distinct colours but undefined, in order
+  for (std::size_t i = 0; i < n; ++i)
+    if (all[2 * i] != undefined) colours.push_back(all[2 * i]);
+  std::sort(colours.begin(), colours.end());
+  colours.erase(std::unique(colours.begin(), colours.end()), colours.end());
+  std::vector<int> world_of;  // this rank's group: ranks with its colour by key, then old rank
+  int my_rank = 0;
+  std::shared_ptr<detail::CommImpl> d;
+  std::optional<coll::KeptState> kept;
+  std::size_t group = colours.size();
+  if (color != undefined) {
+    std::vector<int> members;
+    for (std::size_t i = 0; i < n; ++i)
+      if (all[2 * i] == color) members.push_back(static_cast<int>(i));
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (members[i] == c.rank()) my_rank = static_cast<int>(i);
+      world_of.push_back(c.world_rank(members[i]));
+    }
+    d = made_comm(c.engine(), my_rank, world_of);
+    kept.emplace(c.engine(), std::move(world_of));
+    group = static_cast<std::size_t>(std::lower_bound(colours.begin(), colours.end(), color) -
+                                     colours.begin());
+  }
+  const Agreed a = agree_context(c, "split", kept ? kept->id() : 0, colours.size(), group);
   if (color == undefined) {  // the id serves the others; here it is free again at once
     std::lock_guard<std::mutex> g(g_ids_mu);
-    g_released.push_back(ctx);
+    g_released.push_back(a.context);
     return Comm();
   }
-  std::vector<int> members;  // old ranks with my color, ordered by key then old rank
-  for (std::size_t i = 0; i < n; ++i)
-    if (all[2 * i] == color) members.push_back(static_cast<int>(i));
-  std::stable_sort(members.begin(), members.end(),
-                   [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
-  std::vector<int> world_of;
-  int my_rank = 0;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    if (members[i] == c.rank()) my_rank = static_cast<int>(i);
-    world_of.push_back(c.world_rank(members[i]));
-  }
-  return Comm(made_comm(c.engine(), ctx, my_rank, std::move(world_of)));
+  d->set_context(a.context);
+  if (a.same_offer) kept->adopt(*d);
+  return Comm(std::move(d));
 }
 
 // ---------------------------------------------------------------------------------------------

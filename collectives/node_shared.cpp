@@ -189,12 +189,12 @@ public:
   // calls all take point-to-point algorithms does not count) and, but at rank 0, waits for
   // rank 0's clear.
   void first_call(const CommImpl& c) {
-    adopted_ = false;
+    if (c.rank() != 0)
+      wait_one(
+          c, [&](int q) -> std::atomic<std::uint64_t>& { return line(q, kClearedLine).gen; }, 0,
+          reuses_);
+    adopted_ = false;  // (after the wait: one ended by an error is waited for again)
     rt::count_shared(c.engine().context().counters().coll_segments_reused, 1);
-    if (c.rank() == 0) return;
-    wait_one(
-        c, [&](int q) -> std::atomic<std::uint64_t>& { return line(q, kClearedLine).gen; }, 0,
-        reuses_);
   }
   // set_kept_clear_delay (node_shared.hpp)
   static void set_clear_delay(std::chrono::milliseconds d) {
@@ -866,45 +866,43 @@ std::shared_ptr<NodeSharedPool> pool_of(detail::Engine& e) {
       e.collective_state([] { return std::make_shared<NodeSharedPool>(); }));
 }
 
-// Whether node-shared state can serve communicators of `c`'s size in this job.
-bool node_local(const CommImpl& c) {
-  const rt::Context& ctx = c.engine().context();
+// Whether node-shared state can serve communicators of `ranks` ranks in this job.
+bool node_local(detail::Engine& e, int ranks) {
+  const rt::Context& ctx = e.context();
   // One-node jobs only for now: then every communicator is node-local. (With several nodes
   // the members' node ids must be compared first: the multi-node work adds that.)
-  return c.size() >= 2 && ctx.id().local_size == ctx.id().size;
+  return ranks >= 2 && ctx.id().local_size == ctx.id().size;
 }
+bool node_local(const CommImpl& c) { return node_local(c.engine(), c.size()); }
 
 }  // namespace
 
-KeptState::KeptState(const CommImpl& parent) {
-  if (!node_local(parent)) return;
-  const rt::Params& p = parent.engine().context().coll_params();
-  auto pool = pool_of(parent.engine());
-  std::vector<int> members = members_of(parent);
+KeptState::KeptState(const CommImpl& parent) : KeptState(parent.engine(), members_of(parent)) {}
+
+KeptState::KeptState(detail::Engine& e, std::vector<int> members) {
+  if (!node_local(e, static_cast<int>(members.size()))) return;
+  const rt::Params& p = e.context().coll_params();
+  auto pool = pool_of(e);
   const std::uint64_t id = pool->find(members, chunk_bytes(p), chunk_count(p));
   if (!id) return;
-  ns_ = pool->take(id);
-  if (!ns_) return;
+  std::unique_ptr<NodeShared> ns = pool->take(id);
+  if (!ns) return;
+  // Wrapped now, so that adopt() cannot fail: a member that failed there after the others
+  // adopted would put the state back with its reuses counted one short, and the next
+  // communicator to take it would wait for a count rank 0 never writes. Not adopted, it goes
+  // back to the pool as it came.
+  ns_ = pooled(std::move(ns), pool, id, std::move(members));
   id_ = id;
-  members_ = std::move(members);
-  pool_ = std::move(pool);
 }
 
-KeptState::~KeptState() {
-  if (!ns_) return;
-  try {
-    std::static_pointer_cast<NodeSharedPool>(pool_)->put(id_, std::move(members_), std::move(ns_));
-  } catch (...) {  // no memory to keep it: it goes
-  }
-}
+KeptState::~KeptState() = default;
 
 void set_kept_clear_delay(std::chrono::milliseconds d) { NodeShared::set_clear_delay(d); }
 
 void KeptState::adopt(const CommImpl& fresh) {
   if (!ns_) return;
   ns_->reuse(fresh, false);
-  fresh.collective_state() = pooled(std::move(ns_), std::static_pointer_cast<NodeSharedPool>(pool_),
-                                    id_, std::move(members_));
+  fresh.collective_state() = std::move(ns_);
 }
 
 NodeShared* node_shared(const CommImpl& c) {

@@ -28,15 +28,16 @@ class NodeShared;
 // (its first use agrees on it with rank 0, or its dup did: KeptState).
 NodeShared* node_shared(const detail::CommImpl& c);
 
-// A dup's offer of node-shared state: the newest this process keeps from an ended communicator
-// of the parent's members, taken out of its pool while the members agree (api/comm.cpp: in the
-// dup's context-id allreduce, which then says whether every member offered the same one: each
-// has then let go of that communicator). Without it a reused state cost the dup's first
-// collective three more message rounds (~120 us with 4 ranks on 2 cores). Goes back to the pool
-// unless adopted.
+// A dup's or split's offer of node-shared state: the newest this process keeps from an ended
+// communicator of the new one's members, taken out of its pool while the members agree
+// (api/comm.cpp: in the context-id allreduce, which then says whether every member offered the
+// same one: each has then let go of that communicator). Without it a reused state is agreed on
+// at the first collective, three more message rounds. Goes back to the pool unless adopted.
 class KeptState {
 public:
   explicit KeptState(const detail::CommImpl& parent);
+  // For a communicator of these members (world ranks, in rank order): a split's group.
+  KeptState(detail::Engine& e, std::vector<int> members);
   ~KeptState();
   KeptState(const KeptState&) = delete;
   KeptState& operator=(const KeptState&) = delete;
@@ -48,9 +49,7 @@ public:
 
 private:
   std::uint64_t id_ = 0;
-  std::vector<int> members_;
-  std::unique_ptr<NodeShared> ns_;
-  std::shared_ptr<void> pool_;
+  std::shared_ptr<NodeShared> ns_;  // back to the pool when released (node_shared.cpp: pooled)
 };
 // Test hook: rank 0 of a dup that adopts kept state sleeps this long before clearing it, so
 // that the others reach their first call first.

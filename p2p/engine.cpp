@@ -252,15 +252,16 @@ Engine::MatchQueues& Engine::new_queues(std::uint32_t ctx) {
   return *q;
 }
 
-bool Engine::release_context(std::uint32_t base) {
+Engine::Release Engine::release_context(std::uint32_t base) {
   Lock g(*this);
   const std::uint32_t first = base * 2, last = first + 1;
-  for (std::uint32_t ctx = first; ctx <= last; ++ctx)
-    if (ctx < queues_.size() && queues_[ctx] &&
-        (queues_[ctx]->posted.head || queues_[ctx]->unexpected.head))
-      return false;
+  for (std::uint32_t ctx = first; ctx <= last && ctx < queues_.size(); ++ctx) {
+    const MatchQueues* q = queues_[ctx].get();
+    if (q && q->withdrawn) return Release::never;
+    if (q && (q->posted.head || q->unexpected.head)) return Release::busy;
+  }
   for (std::uint32_t ctx = first; ctx <= last && ctx < queues_.size(); ++ctx) queues_[ctx].reset();
-  return true;
+  return Release::free;
 }
 
 std::uint32_t Engine::take_owed(Peer& p) {
@@ -810,7 +811,9 @@ std::optional<Status> Engine::test(RequestState* r) {
 bool Engine::cancel(RequestState* r) {
   Lock g(*this);
   if (r->kind != RequestState::Kind::recv || !r->posted) return false;
-  queues(r->ctx).posted.unlink(r);
+  MatchQueues& q = queues(r->ctx);
+  q.posted.unlink(r);
+  q.withdrawn = true;
   r->posted = false;
   r->cancelled = true;
   r->status = Status{any_source, any_tag, 0};

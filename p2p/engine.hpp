@@ -101,6 +101,9 @@ public:
     return context_ * 2 + static_cast<std::uint32_t>(ch);
   }
   std::uint32_t base_context() const { return context_; }
+  // A communicator made before its members agreed on its id (api/comm.cpp) gets it here,
+  // before any use.
+  void set_context(std::uint32_t context) { context_ = context; }
   // Sequence number of the communicator's next non-blocking collective: every member starts
   // them in the same order, so the numbers agree and keep concurrent operations apart.
   std::uint32_t next_collective_sequence() { return nbc_sequence_++; }
@@ -245,10 +248,12 @@ public:
   }
   // A communicator with base context id `base` has ended at this rank: when no receive is
   // posted on either of its channels and no message waits unmatched there, their queues go
-  // and true says the id may serve another communicator (api/comm.cpp). Else false (a receive
-  // posted before the communicator was freed still waits for its message; an unexpected
-  // message was never received): the id stays taken.
-  bool release_context(std::uint32_t base);
+  // and `free` says the id may serve another communicator (api/comm.cpp). `busy`: a receive
+  // posted before the communicator was freed still waits for its message, or an unexpected
+  // message was never received; ask again later. `never`: a receive on it was withdrawn, and
+  // its message may still come.
+  enum class Release : std::uint8_t { free, busy, never };
+  Release release_context(std::uint32_t base);
   // Non-blocking collectives not finished, for finalize's messages.
   std::size_t unfinished_collectives() {
     Lock g(*this);

@@ -45,6 +45,9 @@ template <class Posted, class Unexpected>
 struct MatchQueues {
   Fifo<Posted> posted;
   Fifo<Unexpected> unexpected;
+  // A posted receive was withdrawn (cancelled, its request dropped or given up): its message
+  // may still come, so the context id is never given to another communicator.
+  bool withdrawn = false;
 
   // The oldest unexpected message a receive for (src, tag) takes, or nullptr.
   Unexpected* find_unexpected(int src, int tag) const {

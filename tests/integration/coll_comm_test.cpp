@@ -182,6 +182,9 @@ TEST(CollComm, ManyDupsAndSplits_ContextIdsAgree) {
 // whose members differ, keep their own.
 TEST(CollComm, CommunicatorsMadeAndFreedInALoop_RightResultsAndReusedState) {
   const rmp::Comm& w = rmp::world();
+  // The world's own node-shared state first (made at its first collective: not counted below
+  // when this test runs alone).
+  check_allreduce(w, "the world");
   const rmp::rt::Counters before = rmp::rt::counters();
   constexpr int kRounds = 12;
   for (int i = 0; i < kRounds; ++i) {
@@ -229,6 +232,37 @@ TEST(CollComm, ContextIdsUsedUp_DupAndSplitFailOnEveryRank) {
   check_allreduce(w.dup(), "dup after the ids ran out");
 }
 
+// The groups of a split agree on kept node-shared state each on its own (their offers travel in
+// their own slots of the split's allreduce): here the even ranks' group offers its last state
+// everywhere, while in the odd ranks' group rank 1 still holds its communicator, so their offers
+// differ and that group agrees at its first collective. Every group's results stay right.
+TEST(CollComm, SplitGroupsAgreeOnKeptStateEachOnItsOwn) {
+  const rmp::Comm& w = rmp::world();
+  if (size() < 4) GTEST_SKIP() << "needs two groups of at least two ranks";
+  auto use = [&](const rmp::Comm& s, int round) {
+    long mine = rank() + round, got = 0, want = 0;
+    for (int q = rank() % 2; q < size(); q += 2) want += q + round;
+    s.allreduce(&mine, &got, 1, Op::sum);
+    EXPECT_EQ(got, want) << "round " << round;
+    std::vector<double> v(3000, rank()), sum(v.size());
+    s.allreduce(v.data(), sum.data(), v.size(), Op::sum);
+    EXPECT_EQ(sum.back(), static_cast<double>(want - round * s.size())) << "round " << round;
+  };
+  {
+    const rmp::Comm s = w.split(rank() % 2, rank());
+    use(s, 0);
+  }
+  rmp::Comm held = w.split(rank() % 2, rank());
+  use(held, 1);
+  if (rank() != 1) held = rmp::Comm();
+  for (int round = 2; round < 6; ++round) {
+    const rmp::Comm s = w.split(rank() % 2, rank());
+    use(s, round);
+  }
+  held = rmp::Comm();
+  w.barrier();
+}
+
 std::uint32_t context_of(const rmp::Comm& c) {
   return rmp::api::comm_of(c, "context_of").base_context();
 }
@@ -253,6 +287,17 @@ TEST(CollComm, CommunicatorsMadeAndFreedInALoop_ReuseAFewContextIds) {
     check_allreduce(d, "a communicator of the loop");
   }
   EXPECT_LE(used.size(), 4u) << "context ids used by 400 communicators made and freed in turn";
+  // The same while a split that rank 0 left (colour undefined) lives on: rank 0 has that id
+  // free at once, the others not; proposing their lowest free id, rank 0 proposed that one for
+  // good and no id was ever reused.
+  const rmp::Comm workers = w.split(rank() == 0 ? rmp::undefined : 0, rank());
+  used.clear();
+  for (int i = 0; i < 100; ++i) {
+    const rmp::Comm d = w.dup();
+    used.insert(context_of(d));
+    check_allreduce(d, "a dup beside the workers' split");
+  }
+  EXPECT_LE(used.size(), 3u) << "context ids used by 100 dups beside a split rank 0 left";
 }
 
 // A receive posted on a communicator before it was freed still waits for its message: that
