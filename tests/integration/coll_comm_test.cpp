@@ -232,6 +232,34 @@ TEST(CollComm, ContextIdsUsedUp_DupAndSplitFailOnEveryRank) {
   check_allreduce(w.dup(), "dup after the ids ran out");
 }
 
+std::uint32_t context_of(const rmp::Comm& c) {
+  return rmp::api::comm_of(c, "context_of").base_context();
+}
+
+// A receive withdrawn before the communicator ended (cancelled; a dropped request alike) may
+// still have a message coming that no one will take: its id is never given to another
+// communicator, where that message would match a receive of the same source and tag.
+TEST(CollComm, ReceiveWithdrawnOnAFreedCommunicator_ItsIdIsNotReused) {
+  const rmp::Comm& w = rmp::world();
+  if (size() < 2) GTEST_SKIP() << "needs a second rank to send to the withdrawn receive";
+  std::uint32_t old = 0;
+  {
+    const rmp::Comm d = w.dup();
+    old = context_of(d);
+    if (rank() == 0) {
+      int never = -1;
+      rmp::Request q = d.irecv(&never, 1, 1, 9);
+      EXPECT_TRUE(q.cancel());
+    }
+  }
+  w.barrier();  // ended everywhere; the others have its id as the newest they freed
+  for (int i = 0; i < 3; ++i) {
+    const rmp::Comm next = w.dup();
+    EXPECT_NE(context_of(next), old) << "dup " << i;
+    check_allreduce(next, "a dup after a withdrawn receive");
+  }
+}
+
 // The groups of a split agree on kept node-shared state each on its own (their offers travel in
 // their own slots of the split's allreduce): here the even ranks' group offers its last state
 // everywhere, while in the odd ranks' group rank 1 still holds its communicator, so their offers
@@ -261,10 +289,6 @@ TEST(CollComm, SplitGroupsAgreeOnKeptStateEachOnItsOwn) {
   }
   held = rmp::Comm();
   w.barrier();
-}
-
-std::uint32_t context_of(const rmp::Comm& c) {
-  return rmp::api::comm_of(c, "context_of").base_context();
 }
 
 // A code that makes and frees communicators in a loop (a library that dups its caller's
