@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -997,6 +998,39 @@ TEST(CollThreads, ForcedByEnvironment_EveryAlgorithmOfEveryCollective) {
   }
 }
 
+// The node-shared pool's rounds, with communicators from `make` (given a context id) and calls
+// from `exercise`: a first communicator, three more of the same members once each before has
+// ended everywhere (each reuses the state: no new segment), then one made while a member still
+// holds the one before (a new segment).
+void kept_state_rounds(ThreadRank& t, Failures& f,
+                       const std::function<std::unique_ptr<CommImpl>(std::uint32_t)>& make,
+                       const std::function<void(CommImpl&, const std::string&)>& exercise) {
+  const int r = t.world.rank(), n = t.world.size();
+  const rmp::rt::Counters& counters = t.ctx.counters();
+  const std::string who = "rank " + std::to_string(r) + ": ";
+  std::uint32_t context = 10;
+  exercise(*make(context++), "first");
+  coll::barrier_dissemination(t.world);  // every member has let its communicator go
+  const std::uint64_t made = counters.coll_segments, reused = counters.coll_segments_reused;
+  for (int round = 0; round < 3; ++round) {
+    exercise(*make(context++), "reused, round " + std::to_string(round));
+    coll::barrier_dissemination(t.world);
+  }
+  if (counters.coll_segments != made || counters.coll_segments_reused != reused + 3)
+    f.add(who + std::to_string(counters.coll_segments - made) + " new segments and " +
+          std::to_string(counters.coll_segments_reused - reused) +
+          " reused for 3 communicators of the same members, want 0 and 3");
+  std::unique_ptr<CommImpl> held = make(context++);
+  exercise(*held, "held");
+  if (r != n - 1) held.reset();
+  coll::barrier_dissemination(t.world);
+  const std::uint64_t made_before = counters.coll_segments;
+  exercise(*make(context++), "beside a held one");
+  if (counters.coll_segments != made_before + 1)
+    f.add(who + std::to_string(counters.coll_segments - made_before) +
+          " new segments beside a communicator a member still holds, want 1");
+}
+
 // A communicator's node-shared state (segment, measurements) outlives it in a pool and serves
 // the next communicator of the same members once every member has let go of its own: a new
 // segment cost a communicator's first collective ~0.6 ms here. The calls on the reused state
@@ -1008,7 +1042,6 @@ TEST(CollThreads, EndedCommunicatorsNodeState_ServesTheNextOfTheSameMembers) {
     Failures f;
     run_thread_ranks(n, [&](ThreadRank& t) {
       const int r = t.world.rank();
-      const rmp::rt::Counters& counters = t.ctx.counters();
       auto exercise = [&](CommImpl& c, const std::string& what) {
         coll::NodeShared* ns = coll::node_shared(c);
         if (!ns) {
@@ -1036,37 +1069,9 @@ TEST(CollThreads, EndedCommunicatorsNodeState_ServesTheNextOfTheSameMembers) {
         if (std::count(b.begin(), b.end(), 42) != static_cast<std::ptrdiff_t>(b.size()))
           f.add(what + ": bcast did not deliver rank 0's buffer");
       };
-      std::uint32_t context = 10;
-      {
-        CommImpl first(t.engine, context++, r, n);
-        exercise(first, "first");
-      }
-      coll::barrier_dissemination(t.world);  // every member has let its communicator go
-      const std::uint64_t made = counters.coll_segments, reused = counters.coll_segments_reused;
-      for (int round = 0; round < 3; ++round) {
-        CommImpl next(t.engine, context++, r, n);
-        exercise(next, "reused, round " + std::to_string(round));
-        coll::barrier_dissemination(t.world);
-      }
-      if (counters.coll_segments != made || counters.coll_segments_reused != reused + 3)
-        f.add("rank " + std::to_string(r) + ": " + std::to_string(counters.coll_segments - made) +
-              " new segments and " + std::to_string(counters.coll_segments_reused - reused) +
-              " reused for 3 communicators of the same members, want 0 and 3");
-      // The last member keeps its communicator: the next one of the same members needs a new
-      // segment.
-      auto held = std::make_unique<CommImpl>(t.engine, context++, r, n);
-      exercise(*held, "held");
-      if (r != n - 1) held.reset();
-      coll::barrier_dissemination(t.world);
-      const std::uint64_t made_before = counters.coll_segments;
-      {
-        CommImpl beside(t.engine, context++, r, n);
-        exercise(beside, "beside a held one");
-      }
-      if (counters.coll_segments != made_before + 1)
-        f.add("rank " + std::to_string(r) + ": " +
-              std::to_string(counters.coll_segments - made_before) +
-              " new segments beside a communicator a member still holds, want 1");
+      kept_state_rounds(
+          t, f, [&](std::uint32_t ctx) { return std::make_unique<CommImpl>(t.engine, ctx, r, n); },
+          exercise);
     });
     SCOPED_TRACE("n=" + std::to_string(n));
     f.report();
@@ -1086,7 +1091,6 @@ TEST(CollThreads, DupAgreesOnKeptNodeState_OthersWaitForRankZerosClear) {
     Failures f;
     run_thread_ranks(n, [&](ThreadRank& t) {
       const int r = t.world.rank();
-      const rmp::rt::Counters& counters = t.ctx.counters();
       // The dup's agreement, as api/comm.cpp makes it.
       auto dup = [&](std::uint32_t context) {
         coll::KeptState kept(t.world);
@@ -1108,28 +1112,7 @@ TEST(CollThreads, DupAgreesOnKeptNodeState_OthersWaitForRankZerosClear) {
         }
         coll::barrier(c);
       };
-      std::uint32_t context = 10;
-      exercise(*dup(context++), "first");
-      coll::barrier_dissemination(t.world);
-      const std::uint64_t made = counters.coll_segments, reused = counters.coll_segments_reused;
-      for (int round = 0; round < 3; ++round) {
-        exercise(*dup(context++), "dup " + std::to_string(round));
-        coll::barrier_dissemination(t.world);
-      }
-      if (counters.coll_segments != made || counters.coll_segments_reused != reused + 3)
-        f.add("rank " + std::to_string(r) + ": " + std::to_string(counters.coll_segments - made) +
-              " new segments and " + std::to_string(counters.coll_segments_reused - reused) +
-              " reused for 3 dups, want 0 and 3");
-      auto held = dup(context++);
-      exercise(*held, "held");
-      if (r != n - 1) held.reset();
-      coll::barrier_dissemination(t.world);
-      const std::uint64_t made_before = counters.coll_segments;
-      exercise(*dup(context++), "dup beside a held one");
-      if (counters.coll_segments != made_before + 1)
-        f.add("rank " + std::to_string(r) + ": " +
-              std::to_string(counters.coll_segments - made_before) +
-              " new segments beside a communicator a member still holds, want 1");
+      kept_state_rounds(t, f, dup, exercise);
     });
     SCOPED_TRACE("n=" + std::to_string(n));
     f.report();
