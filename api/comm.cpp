@@ -1,5 +1,7 @@
 // Comm: argument validation (API.md §Errors) and the hand-off to p2p and the collectives.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -39,12 +41,12 @@ namespace {
 // unmatched in it (Engine::release_context: a receive posted before the free still waits for
 // its message on that id; one withdrawn keeps the id out for good). A dup or split takes the
 // id every member freed most recently when all propose the same one (the usual case: the same
-// members made and freed the same communicators; the most recent rather than the lowest, which
-// may be one that other members still use: the id of a split a rank of colour undefined left
-// at once), else a new one: the maximum of the members' next ids, fresh everywhere. So codes that
-// make and free communicators in a loop keep reusing a few ids (and their matching queues go
-// with them). New ids run out after kLastContext (base id x 2 + channel fills a header's 32
-// bits): dup and split then fail on every member alike.
+// members made and freed the same communicators), else their lowest free one when that is the
+// same everywhere, else (a second allreduce) the lowest of the first kWindow ids free at every
+// member (agree_context), else a new one: the maximum of the members' next ids, fresh
+// everywhere. So codes that make and free communicators in a loop keep reusing a few ids (and
+// their matching queues go with them). New ids run out after kLastContext (base id x 2 +
+// channel fills a header's 32 bits): dup and split then fail on every member alike.
 std::uint32_t g_next_context = 1;
 constexpr std::uint32_t kLastContext = (std::uint32_t{1} << 31) - 1;
 // Ids of communicators that ended here: released (not checked yet, or busy when last checked)
@@ -55,6 +57,7 @@ std::mutex g_ids_mu;
 std::vector<std::uint32_t> g_released;
 std::deque<std::uint32_t> g_free;
 constexpr std::size_t kFreeKept = 4096;
+constexpr std::uint32_t kWindow = 256;  // ids a second agreement looks at (agree_context)
 
 // A communicator whose id goes back to released when it ends. Made before its members agree on
 // the id (set_context), so that nothing after the agreement can fail at one member only; until
@@ -74,10 +77,13 @@ std::shared_ptr<detail::CommImpl> made_comm(detail::Engine& e, int rank,
       });
 }
 
-// The id this rank proposes for a new communicator (0: none), after checking the released
-// ones. (The engine's lock is taken with g_ids_mu free: a communicator ending on the progress
-// thread takes them the other way round.)
-std::uint32_t free_id(detail::Engine& e) {
+// The ids this rank proposes for a new communicator (0: none), after checking the released
+// ones: the one it freed most recently and its lowest free one. (The engine's lock is taken with
+// g_ids_mu free: a communicator ending on the progress thread takes them the other way round.)
+struct Proposal {
+  std::uint32_t newest = 0, lowest = 0;
+};
+Proposal free_ids(detail::Engine& e) {
   std::vector<std::uint32_t> check;
   {
     std::lock_guard<std::mutex> g(g_ids_mu);
@@ -95,7 +101,8 @@ std::uint32_t free_id(detail::Engine& e) {
     if (g_free.size() == kFreeKept) g_free.pop_front();
     g_free.push_back(id);
   }
-  return g_free.empty() ? 0 : g_free.back();
+  if (g_free.empty()) return {};
+  return {g_free.back(), *std::min_element(g_free.begin(), g_free.end())};
 }
 
 struct Agreed {
@@ -109,30 +116,55 @@ struct Agreed {
 // undefined: pass `groups`). Each value v the members must have in common goes as v and ~v,
 // a group's offers in that group's two slots (0 elsewhere, which the maximum ignores): the
 // maximum holds the largest v and the complement of the smallest, equal to this member's v and
-// ~v only if every member's is the same.
+// ~v only if every member's is the same. The id: the free one every member freed most recently
+// (a loop of dups), else the lowest free one of every member (members that freed communicators
+// in different orders: their newest differ for good), else the lowest free at all in a window
+// (a split that a rank left with colour undefined: that rank's lowest is one the others still
+// use, and with the above its newest too), else a new one.
 Agreed agree_context(const detail::CommImpl& c, const char* call, std::uint64_t offer = 0,
                      std::size_t groups = 1, std::size_t group = 0) {
-  const std::uint64_t free = free_id(c.engine());
-  std::vector<std::uint64_t> mine(3 + 2 * groups, 0), all(mine.size(), 0);
+  const Proposal p = free_ids(c.engine());
+  constexpr std::size_t kOffers = 5;  // next, newest, ~newest, lowest, ~lowest
+  std::vector<std::uint64_t> mine(kOffers + 2 * groups, 0), all(mine.size(), 0);
   mine[0] = g_next_context;
-  mine[1] = free;
-  mine[2] = ~free;
+  mine[1] = p.newest;
+  mine[2] = ~std::uint64_t{p.newest};
+  mine[3] = p.lowest;
+  mine[4] = ~std::uint64_t{p.lowest};
   if (group < groups) {
-    mine[3 + 2 * group] = offer;
-    mine[4 + 2 * group] = ~offer;
+    mine[kOffers + 2 * group] = offer;
+    mine[kOffers + 1 + 2 * group] = ~offer;
   }
   coll::allreduce(c, mine.data(), all.data(), mine.size(), sizeof mine[0], detail::Type::u64,
                   Op::max);
   auto same = [&](std::size_t i) {
     return mine[i] != 0 && all[i] == mine[i] && ~all[i + 1] == mine[i];
   };
-  const bool same_offer = group < groups && same(3 + 2 * group);
-  if (same(1)) {  // this rank's newest free id: the last one, unless a communicator ended since
+  const bool same_offer = group < groups && same(kOffers + 2 * group);
+  auto take = [](std::uint32_t id) {  // (g_free changes only here: the proposal is still in it)
     std::lock_guard<std::mutex> g(g_ids_mu);
-    if (auto it = std::find(g_free.begin(), g_free.end(), static_cast<std::uint32_t>(free));
-        it != g_free.end())
-      g_free.erase(it);
-    return {static_cast<std::uint32_t>(free), same_offer};
+    if (auto it = std::find(g_free.begin(), g_free.end(), id); it != g_free.end()) g_free.erase(it);
+    return id;
+  };
+  if (same(1)) return {take(p.newest), same_offer};
+  if (same(3)) return {take(p.lowest), same_offer};
+  // No proposal agreed (every member knows it alike): the lowest id of the first kWindow that is
+  // free at every member, in a second allreduce (bitwise and of the free ones).
+  // Decided on agreed figures only (every member's lowest free id in the window), so that all
+  // members take part or none.
+  if (const std::uint64_t min_lowest = ~all[4]; min_lowest != 0 && all[3] <= kWindow) {
+    std::array<std::uint64_t, kWindow / 64> bits{}, common{};
+    {
+      std::lock_guard<std::mutex> g(g_ids_mu);
+      for (const std::uint32_t id : g_free)
+        if (id >= 1 && id <= kWindow) bits[(id - 1) / 64] |= std::uint64_t{1} << ((id - 1) % 64);
+    }
+    coll::allreduce(c, bits.data(), common.data(), bits.size(), sizeof bits[0], detail::Type::u64,
+                    Op::band);
+    for (std::size_t w = 0; w < common.size(); ++w)
+      if (common[w])
+        return {take(static_cast<std::uint32_t>(w * 64 + std::countr_zero(common[w]) + 1)),
+                same_offer};
   }
   if (all[0] > kLastContext)
     throw Error(Errc::internal, std::string(call) + ": no communicator context ids left (" +

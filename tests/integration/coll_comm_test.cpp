@@ -322,6 +322,23 @@ TEST(CollComm, CommunicatorsMadeAndFreedInALoop_ReuseAFewContextIds) {
     check_allreduce(d, "a dup beside the workers' split");
   }
   EXPECT_LE(used.size(), 3u) << "context ids used by 100 dups beside a split rank 0 left";
+  // Two at a time, freed in one order at even ranks and the other at odd ones: the ids each
+  // freed most recently differ for good, their lowest free ones do not.
+  used.clear();
+  for (int i = 0; i < 50; ++i) {
+    rmp::Comm a = w.dup(), b = w.dup();
+    used.insert(context_of(a));
+    used.insert(context_of(b));
+    check_allreduce(b, "the second of two dups");
+    if (rank() % 2) {
+      a = rmp::Comm();
+      b = rmp::Comm();
+    } else {
+      b = rmp::Comm();
+      a = rmp::Comm();
+    }
+  }
+  EXPECT_LE(used.size(), 5u) << "context ids used by 50 pairs of dups freed in two orders";
 }
 
 // A receive posted on a communicator before it was freed still waits for its message: that
