@@ -351,11 +351,20 @@ Comm Comm::split(int color, int key) const {
                                               " of the communicator passed argument " +
                                               "'color' = " + std::to_string(all[2 * i]) +
                                               ", which must be non-negative or rmp::undefined");
-  std::vector<int> colours;  // the groups: distinct colours but undefined, in order
+  // The groups that may offer kept state: colours (but undefined) of two ranks or more, in
+  // order (a group of one has no node-shared state, so it needs no slot in the agreement).
+  std::vector<int> colours;
   for (std::size_t i = 0; i < n; ++i)
     if (all[2 * i] != undefined) colours.push_back(all[2 * i]);
   std::sort(colours.begin(), colours.end());
-  colours.erase(std::unique(colours.begin(), colours.end()), colours.end());
+  {
+    std::vector<int> shared;
+    for (std::size_t i = 0; i < colours.size(); ++i)
+      if (i + 1 < colours.size() && colours[i + 1] == colours[i] &&
+          (shared.empty() || shared.back() != colours[i]))
+        shared.push_back(colours[i]);
+    colours = std::move(shared);
+  }
   std::vector<int> world_of;  // this rank's group: ranks with its colour by key, then old rank
   int my_rank = 0;
   std::shared_ptr<detail::CommImpl> d;
@@ -373,8 +382,9 @@ Comm Comm::split(int color, int key) const {
     }
     d = made_comm(c.engine(), my_rank, world_of);
     kept.emplace(c.engine(), std::move(world_of));
-    group = static_cast<std::size_t>(std::lower_bound(colours.begin(), colours.end(), color) -
-                                     colours.begin());
+    if (auto it = std::lower_bound(colours.begin(), colours.end(), color);
+        it != colours.end() && *it == color)
+      group = static_cast<std::size_t>(it - colours.begin());
   }
   const Agreed a = agree_context(c, "split", kept ? kept->id() : 0, colours.size(), group);
   if (color == undefined) {  // the id serves the others; here it is free again at once

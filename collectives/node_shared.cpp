@@ -902,6 +902,7 @@ void set_kept_clear_delay(std::chrono::milliseconds d) { NodeShared::set_clear_d
 void KeptState::adopt(const CommImpl& fresh) {
   if (!ns_) return;
   ns_->reuse(fresh, false);
+  rt::count_shared(fresh.engine().context().counters().coll_segments_adopted, 1);
   fresh.collective_state() = std::move(ns_);
 }
 

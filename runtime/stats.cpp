@@ -36,6 +36,7 @@ constexpr CounterField kFields[] = {
     {"shm_segments", &Counters::shm_segments},
     {"coll_segments", &Counters::coll_segments},
     {"coll_segments_reused", &Counters::coll_segments_reused},
+    {"coll_segments_adopted", &Counters::coll_segments_adopted},
     {"endpoints", &Counters::endpoints},
     {"idle_yields", &Counters::idle_yields},
     {"idle_sleeps", &Counters::idle_sleeps},

@@ -263,7 +263,9 @@ TEST(CollComm, ReceiveWithdrawnOnAFreedCommunicator_ItsIdIsNotReused) {
 // The groups of a split agree on kept node-shared state each on its own (their offers travel in
 // their own slots of the split's allreduce): here the even ranks' group offers its last state
 // everywhere, while in the odd ranks' group rank 1 still holds its communicator, so their offers
-// differ and that group agrees at its first collective. Every group's results stay right.
+// differ and that group agrees at its first collective. Every group's results stay right, and
+// coll_segments_adopted counts the splits that agreed (where node-shared state serves the groups
+// at all). Then groups of one rank beside a larger group (they take no slot in the agreement).
 TEST(CollComm, SplitGroupsAgreeOnKeptStateEachOnItsOwn) {
   const rmp::Comm& w = rmp::world();
   if (size() < 4) GTEST_SKIP() << "needs two groups of at least two ranks";
@@ -276,6 +278,7 @@ TEST(CollComm, SplitGroupsAgreeOnKeptStateEachOnItsOwn) {
     s.allreduce(v.data(), sum.data(), v.size(), Op::sum);
     EXPECT_EQ(sum.back(), static_cast<double>(want - round * s.size())) << "round " << round;
   };
+  const rmp::rt::Counters before = rmp::rt::counters();
   {
     const rmp::Comm s = w.split(rank() % 2, rank());
     use(s, 0);
@@ -289,6 +292,34 @@ TEST(CollComm, SplitGroupsAgreeOnKeptStateEachOnItsOwn) {
   }
   held = rmp::Comm();
   w.barrier();
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t shared = after.coll_segments - before.coll_segments +
+                               after.coll_segments_reused - before.coll_segments_reused,
+                      adopted = after.coll_segments_adopted - before.coll_segments_adopted;
+  if (shared > 0) {
+    // Rounds 1-5 agree in the split, but round 2 in the odd group (and round 0 where an earlier
+    // test left state of the same members).
+    const std::uint64_t least = rank() % 2 ? 4 : 5;
+    EXPECT_GE(adopted, least) << "splits that agreed on kept state (of 6)";
+    EXPECT_LE(adopted, least + 1) << "splits that agreed on kept state (of 6)";
+  }
+
+  const rmp::rt::Counters before_alone = rmp::rt::counters();
+  for (int round = 0; round < 4; ++round) {
+    const rmp::Comm s = w.split(rank() < 2 ? rank() : 2, rank());
+    long got = 0;
+    const long mine = rank() + round;
+    s.allreduce(&mine, &got, 1, Op::sum);
+    const long others = (size() - 2) * round + (size() - 1) * size() / 2 - 1;
+    EXPECT_EQ(got, rank() < 2 ? mine : others) << "round " << round;
+    EXPECT_EQ(s.size(), rank() < 2 ? 1 : size() - 2);
+  }
+  const rmp::rt::Counters after_alone = rmp::rt::counters();
+  if (rank() >= 2 && after_alone.coll_segments + after_alone.coll_segments_reused >
+                         before_alone.coll_segments + before_alone.coll_segments_reused) {
+    EXPECT_GE(after_alone.coll_segments_adopted - before_alone.coll_segments_adopted, 3u)
+        << "splits of the larger group that agreed on kept state (of 4)";
+  }
 }
 
 // A code that makes and frees communicators in a loop (a library that dups its caller's
