@@ -320,7 +320,7 @@ private:
   std::uint32_t take_owed(Peer& p);
   void count_eager(std::size_t bytes, bool inline_path);
   inline void return_credit(Peer& p, int world, std::size_t bytes);  // as free_request
-  void send_ack(int world, p2p::Am am, std::uint64_t sid);
+  void send_ack(int world, p2p::Am am, std::uint64_t sid, std::uint32_t flags = 0);
 
   Unexpected* enqueue_unexpected(MatchQueues& q, p2p::Am kind, int from, const p2p::EagerHeader& h);
   inline void deliver_eager(RequestState* r, int peer, const p2p::EagerHeader& h,

@@ -39,9 +39,12 @@ struct RtsHeader {
 };
 struct AckHeader {
   std::uint32_t credits;
-  std::uint32_t pad;
+  std::uint32_t flags;  // kAckTrialGet
   std::uint64_t sid;
 };
+// fin: the receiver's transport read the data by a mechanism it was still trying
+// (rt::Completion::trial), so the send's time is not what its protocol costs once settled.
+inline constexpr std::uint32_t kAckTrialGet = 1;
 struct CreditHeader {
   std::uint32_t credits;
 };

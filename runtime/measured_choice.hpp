@@ -107,6 +107,7 @@ public:
 
   // Which mode serves a use of `bytes`.
   int choose(std::size_t bytes) {
+    trial_ = true;  // but where the held mode serves (below)
     Bucket& b = bucket(bytes);
     if (b.uses++ == 0 && pace_.warm_from_neighbour) {
       if (const int n = neighbour_held(bucket_of(bytes)); n >= 0) {
@@ -196,13 +197,20 @@ public:
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
         if ((!pace_.rejudge_warmup || b.samples[m] > kWarmup) && b.bursts[m] >= pace_.far_bursts &&
-            b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0)
+            b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0) {
+          trial_ = false;
           return best;
+        }
         return start_burst(b, m, bytes);
       }
     }
+    trial_ = false;
     return best;
   }
+
+  // Whether the last choose() gave a mode on trial: one warming up, one re-measured in a burst,
+  // or the initial mode held before anything was measured; false where the held mode serves.
+  bool last_was_trial() const { return trial_; }
 
   // A use of `bytes` by `mode` took `seconds`. The first use of a mode after another (or ever)
   // is not counted: it pays for what the other left behind (lines in another core's cache, an
@@ -511,6 +519,7 @@ private:
 
   unsigned enabled_;
   Pace pace_;
+  bool trial_ = false;                         // last_was_trial()
   std::uint64_t random_ = 0x9e3779b97f4a7c15;  // any nonzero seed
   std::array<Bucket, kBuckets> buckets_{};
 };

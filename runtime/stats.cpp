@@ -21,6 +21,7 @@ constexpr CounterField kFields[] = {
     {"unexpected_peak", &Counters::unexpected_peak},
     {"unexpected_eager_bytes_peak", &Counters::unexpected_eager_bytes_peak},
     {"rndv_fragments", &Counters::rndv_fragments},
+    {"rndv_trial_gets", &Counters::rndv_trial_gets},
     {"chunks_in_flight_peak", &Counters::chunks_in_flight_peak},
     {"ring_full", &Counters::ring_full},
     {"shm_gets_single", &Counters::shm_gets_single},

@@ -38,6 +38,10 @@ protected:
 // Completion of a get or put, called from progress() (never from inside get()/put()).
 struct Completion {
   void (*fn)(Completion* self, TStatus result) = nullptr;
+  // Set by get(): the transport chose this get's mechanism by measurement and was still trying
+  // mechanisms (a warm-up or re-measuring use), so the time it took says little about what a
+  // get of its size costs once chosen (p2p: the sender's adaptive tuner does not judge it).
+  bool trial = false;
 };
 
 // Remote key of registered memory, packed small enough to travel in a rendezvous header.

@@ -413,6 +413,37 @@ TEST(MeasuredChoice, RejudgeWarmupWithoutBurstBytes_AnySize) {
   EXPECT_GE(late[1], 25) << "uses of the faster mode in the last 30: " << late[1];
 }
 
+// last_was_trial: every use of the warm-up and of a burst re-measuring another mode is on
+// trial; a use the held mode serves is not (the transport marks its gets so: the p2p engine's
+// adaptive tuner leaves a rendezvous send whose get was on trial unjudged).
+TEST(MeasuredChoice, LastWasTrial_WarmupAndBurstsOnly) {
+  rmp::rt::MeasuredChoice<3> c(0b111, {.period = 64, .burst = 4, .hysteresis = 0.05});
+  const std::size_t bytes = 256 << 10;
+  const double rates[] = {9e9, 20e9, 14e9};
+  int held_trials = 0, other_steady = 0, bursts_trials = 0, steady = 0;
+  bool warm = true;
+  for (int i = 0; i < 2000; ++i) {
+    const int m = c.choose(bytes);
+    const bool trial = c.last_was_trial();
+    if (warm && !trial) warm = false;  // the first use the held mode serves ends the warm-up
+    if (warm) {
+      EXPECT_LT(i, 3 * 4 + 1) << "warm-up uses: kWarmup + 1 of each of three modes";
+    } else if (m == 1) {
+      held_trials += trial;
+      steady += !trial;
+    } else {
+      other_steady += !trial;
+      bursts_trials += trial;
+    }
+    c.record(m, bytes, static_cast<double>(bytes) / rates[m]);
+  }
+  EXPECT_FALSE(warm) << "the held mode never served";
+  EXPECT_EQ(other_steady, 0) << "uses of a mode not held, not on trial";
+  EXPECT_GT(bursts_trials, 8) << "re-measuring uses of the other modes";
+  EXPECT_GT(steady, 1800);
+  EXPECT_EQ(held_trials, 0) << "uses of the held mode on trial after the warm-up";
+}
+
 // The modes choose() gives `uses` times, one by one, each use recorded as taking seconds(m):
 // what choose_run's runs must add up to.
 template <class Seconds>

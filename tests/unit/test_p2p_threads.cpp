@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <span>
@@ -516,4 +517,39 @@ TEST(P2pThreads, WaitOrTestEndedByAnErrorOfProgress_WithdrawsItsReceive) {
       expect_withdrawn(t, kTag, 44, stale);
     });
   }
+}
+
+// A rendezvous send whose get the receiver's transport made by a mechanism it was still trying
+// (RMP_SHM_COPY=auto warms up each mechanism per size class, then re-measures the others now
+// and then) comes back flagged in its fin: the sender counts it (rndv_trial_gets) and
+// RMP_TUNE=adaptive leaves it unjudged. Sends one at a time (a ping-pong's gets, alone): the
+// warm-up's are on trial, most later ones are not.
+TEST(P2pThreads, RendezvousGetsOnTrial_FlaggedInTheFin) {
+  run_thread_ranks(2, [](ThreadRank& t) {
+    auto& e = t.engine;
+    constexpr int kSends = 48, kTag = 9;
+    const std::size_t big = rendezvous_bytes(t);
+    std::vector<unsigned char> data(big, 0x3c);
+    int ack = 0;
+    const std::uint64_t before = t.ctx.counters().rndv_trial_gets;
+    for (int i = 0; i < kSends; ++i) {
+      if (t.world.rank() == 0) {
+        e.wait(e.isend(t.world, Channel::user, data.data(), big, 1, kTag, false));
+        e.wait(e.irecv(t.world, Channel::user, &ack, sizeof ack, 1, kTag));
+      } else {
+        e.wait(e.irecv(t.world, Channel::user, data.data(), big, 0, kTag));
+        e.wait(e.isend(t.world, Channel::user, &ack, sizeof ack, 0, kTag, false));
+      }
+    }
+    if (t.world.rank() != 0) return;
+    const std::uint64_t trials = t.ctx.counters().rndv_trial_gets - before;
+    const char* forced = std::getenv("RMP_SHM_COPY");
+    if (forced && std::string(forced) != "auto") {
+      EXPECT_EQ(trials, 0u) << "RMP_SHM_COPY=" << forced << " tries nothing";
+      return;
+    }
+    EXPECT_GE(trials, 4u) << "sends of " << big << " bytes whose get was on trial, of " << kSends;
+    EXPECT_LE(trials, static_cast<std::uint64_t>(kSends) * 3 / 4)
+        << "sends of " << big << " bytes whose get was on trial, of " << kSends;
+  });
 }

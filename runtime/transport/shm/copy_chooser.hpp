@@ -68,6 +68,8 @@ public:
   Mode choose(std::size_t bytes, Traffic t = Traffic::stream) {
     return static_cast<Mode>(of(t).choose(bytes));
   }
+  // Whether the last choose() for traffic `t` gave a mechanism on trial (MeasuredChoice).
+  bool last_was_trial(Traffic t) const { return of(t).last_was_trial(); }
   void record(Mode mode, std::size_t bytes, double seconds, Traffic t = Traffic::stream) {
     of(t).record(static_cast<int>(mode), bytes, seconds);
   }
@@ -92,6 +94,9 @@ private:
             .steady_recent = alone};
   }
   MeasuredChoice<kModes>& of(Traffic t) { return choices_[static_cast<std::size_t>(t)]; }
+  const MeasuredChoice<kModes>& of(Traffic t) const {
+    return choices_[static_cast<std::size_t>(t)];
+  }
   std::array<MeasuredChoice<kModes>, kTraffics> choices_;
 };
 

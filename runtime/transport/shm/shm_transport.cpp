@@ -326,8 +326,11 @@ public:
   }
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
+  // `trial` (when given): whether the mechanism is one the measured choice is still trying.
   CopyChooser::Mode copy_mode(std::size_t len,
-                              CopyChooser::Traffic traffic = CopyChooser::Traffic::stream) {
+                              CopyChooser::Traffic traffic = CopyChooser::Traffic::stream,
+                              bool* trial = nullptr) {
+    if (trial) *trial = false;
     switch (cfg_.copy) {
       case ShmConfig::Copy::single:
       case ShmConfig::Copy::split:
@@ -337,8 +340,12 @@ public:
       case ShmConfig::Copy::chunks: return CopyChooser::Mode::chunks;
       case ShmConfig::Copy::streaming:
         return CopyChooser::Mode::streaming;
-      case ShmConfig::Copy::automatic:
-        return cma_ok_ ? chooser_.choose(len, traffic) : chunk_chooser_.choose(len, traffic);
+      case ShmConfig::Copy::automatic: {
+        CopyChooser& c = cma_ok_ ? chooser_ : chunk_chooser_;
+        const CopyChooser::Mode m = c.choose(len, traffic);
+        if (trial) *trial = c.last_was_trial(traffic);
+        return m;
+      }
     }
     return CopyChooser::Mode::chunks;
   }
@@ -559,7 +566,7 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
            .done = done,
            .posted = Clock::now(),
            .remote = remote_addr,
-           .mode = t_.copy_mode(local.size(), traffic),
+           .mode = t_.copy_mode(local.size(), traffic, &done->trial),
            .traffic = traffic};
   if (!waiting_.empty() || (gets_running_ > 0 && !same_queue(j.mode, running_mode_))) {
     waiting_.push_back(j);
