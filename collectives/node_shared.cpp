@@ -195,6 +195,7 @@ public:
           reuses_);
     adopted_ = false;  // (after the wait: one ended by an error is waited for again)
     rt::count_shared(c.engine().context().counters().coll_segments_reused, 1);
+    rt::count_shared(c.engine().context().counters().coll_segments_adopted, 1);
   }
   // set_kept_clear_delay (node_shared.hpp)
   static void set_clear_delay(std::chrono::milliseconds d) {
@@ -902,7 +903,6 @@ void set_kept_clear_delay(std::chrono::milliseconds d) { NodeShared::set_clear_d
 void KeptState::adopt(const CommImpl& fresh) {
   if (!ns_) return;
   ns_->reuse(fresh, false);
-  rt::count_shared(fresh.engine().context().counters().coll_segments_adopted, 1);
   fresh.collective_state() = std::move(ns_);
 }
 

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "runtime/tuner.hpp"
 
@@ -209,13 +210,14 @@ public:
       streamed_[b] = true;
       stream_bytes_[b] = s_.bytes;
       last_ = s_;
-      alone_last_.judged = false;
+      skip_alone();
       return;
     }
     streamed_[b] = false;
     last_.judged = false;
     alone_last_ = s_;
     alone_last_.judged = s_.judged && s_.honoured && !s_.cut && s_.bytes > 0;
+    alone_fresh_ = true;
   }
 
   std::size_t eager_threshold() const { return eager_threshold_; }
@@ -277,12 +279,26 @@ private:
   // between, and that time, the same for both protocols, would drown their difference.
   bool judge_alone(std::size_t bucket, std::int64_t now_ns) {
     const Stream s = alone_last_;
-    alone_last_.judged = false;
-    if (!s.judged || s.bucket != bucket || now_ns <= s.posted_ns) return false;
+    if (!s.judged || s.bucket != bucket || now_ns <= s.posted_ns) {
+      skip_alone();
+      return false;
+    }
     const std::int64_t took = std::max<std::int64_t>(s.done_ns - s.posted_ns, 1000);
-    if (now_ns - s.done_ns > kGapFactor * took) return false;
+    if (now_ns - s.done_ns > kGapFactor * took) {
+      skip_alone();
+      return false;
+    }
+    alone_last_.judged = false;
+    alone_fresh_ = false;
     const double seconds = static_cast<double>(now_ns - s.posted_ns) * 1e-9;
     return alone_.observe(bucket, setting(s.eager), seconds / static_cast<double>(s.bytes));
+  }
+
+  // The last send alone goes unjudged: its bucket counts the use all the same (HillTuner::skip).
+  void skip_alone() {
+    if (std::exchange(alone_fresh_, false))
+      alone_.skip(alone_last_.bucket, setting(alone_last_.eager));
+    alone_last_.judged = false;
   }
 
   // A stream is judged on the time from its first post to the next stream's, when that one
@@ -384,6 +400,7 @@ private:
   Stream s_;                            // the stream of the sends in flight
   Stream last_{.judged = false};        // the last one of more than one send, until judged
   Stream alone_last_{.judged = false};  // the last send alone, until judged
+  bool alone_fresh_ = false;            // alone_last_ neither judged nor skipped yet
 };
 
 }  // namespace rmp::p2p

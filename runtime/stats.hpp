@@ -50,8 +50,9 @@ struct Counters {
   std::uint64_t shm_eager_timed = 0;      // eager payloads timed for the store choice
   std::uint64_t shm_segments = 0;         // pair segments this rank mapped
   // Communicators' node segments (collectives/node_shared.cpp) this rank mapped new, and those
-  // it took over from an ended communicator of the same members; of the latter, those a dup or
-  // split agreed on as it made the communicator (the others at its first collective).
+  // it took over from an ended communicator of the same members (counted at the first collective
+  // that uses it); of the latter, those a dup or split agreed on as it made the communicator
+  // (the others were agreed on at that first collective).
   std::uint64_t coll_segments = 0, coll_segments_reused = 0;
   std::uint64_t coll_segments_adopted = 0;
   std::uint64_t endpoints = 0;            // peers connected (on first use, or all at start)

@@ -230,6 +230,23 @@ public:
     return better;
   }
 
+  // A use of this bucket with `s` that the caller leaves unjudged (a send alone whose time says
+  // nothing of its setting: p2p/protocol_tuner.hpp): counted as observe() counts a use, without
+  // a cost. Left uncounted, each burst added its uses to the ones still to come and its first to
+  // the ones not judged, and once a few bursts went unjudged the next burst's judged uses were
+  // thrown away as edges and the current setting's first use after a burst was judged again.
+  void skip(std::size_t bucket, const Setting& s) {
+    Bucket& b = buckets_[bucket];
+    if (!b.enabled) return;
+    if (s == b.current) {
+      if (b.unjudged_current > 0) --b.unjudged_current;
+      return;
+    }
+    if (!b.has_candidate || s != b.candidate) return;
+    if (b.cand_pending > 0 && --b.cand_pending == 0) b.unjudged_current = pace_.skip_edges;
+    if (b.unjudged_cand > 0) --b.unjudged_cand;
+  }
+
   // The caller's own model rules out the candidate choose() has just given (explore true),
   // before any use of it: it is treated as a far worse neighbour (tried again only after the
   // longest period), and the use goes to the current setting.

@@ -38,9 +38,11 @@ protected:
 // Completion of a get or put, called from progress() (never from inside get()/put()).
 struct Completion {
   void (*fn)(Completion* self, TStatus result) = nullptr;
-  // Set by get(): the transport chose this get's mechanism by measurement and was still trying
-  // mechanisms (a warm-up or re-measuring use), so the time it took says little about what a
-  // get of its size costs once chosen (p2p: the sender's adaptive tuner does not judge it).
+  // Set by a transport's get() (shm; callers start it false, and transports that choose no
+  // mechanism by measurement leave it so): the get's mechanism was one the transport was still
+  // trying (a warm-up or re-measuring use, or a fallback after cross-memory attach was refused),
+  // so the time it took says little about what a get of its size costs once chosen (p2p: the
+  // sender's adaptive tuner does not judge it).
   bool trial = false;
 };
 

@@ -202,6 +202,32 @@ TEST(Tuner, StreamPace_WholeBurstFarWorse_BacksOffToTheLongestPeriod) {
   EXPECT_EQ(after_one_burst(4.0, 1.7), period << 1) << "judged window only clearly worse";
 }
 
+// Uses the caller leaves unjudged (skip: rendezvous sends alone whose gets were on trial) are
+// counted all the same: after three whole bursts of the neighbour went unjudged, the next burst
+// is judged as any (its first use an edge, the others judged: all clearly better, it wins at
+// once). Uncounted, they left three edges owed, which ate the next burst whole.
+TEST(Tuner, SkippedUses_CountedAsObserved_NextBurstJudged) {
+  const std::size_t bucket = HillTuner::bucket_of(256 * 1024);
+  HillTuner t({2, 1, 1});
+  t.enable(bucket, {1, 0, 0});
+  int bursts = 0;
+  bool in_burst = false;
+  std::uint64_t use = 0, moved_at = 0;
+  for (; use < 2000 && moved_at == 0; ++use) {
+    const HillTuner::Choice c = t.choose(bucket);
+    if (c.explore && !in_burst) ++bursts;
+    in_burst = c.explore;
+    if (c.explore && bursts <= 3) {
+      t.skip(bucket, c.setting);
+      continue;
+    }
+    if (t.observe(bucket, c.setting, c.explore ? 0.7 : 1.0)) moved_at = use;
+  }
+  ASSERT_NE(moved_at, 0u) << "never moved to the faster neighbour";
+  EXPECT_EQ(bursts, 4) << "bursts explored before the move";
+  EXPECT_EQ(t.current(bucket), (Setting{0, 0, 0}));
+}
+
 // When the default is already the optimum, exploring is pure cost: it must stay within 10 %
 // of the default on average (DESIGN §5's bound for a tuner that explores).
 TEST(Tuner, StartAtOptimum_ExplorationCostsUnderTenPercent) {

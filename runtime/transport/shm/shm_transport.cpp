@@ -1115,6 +1115,7 @@ int ShmTransport::run_cma() {
   const int err = cross_memory_copy(j.pid, j.local, j.remote, j.len, j.write);
   if (cma_refused(err)) {
     if (!j.write) {
+      j.done->trial = true;  // its time holds the refused attempt and the change of mechanism
       j.ep->start_chunk_get(j.local, j.len, j.remote, j.done);
     } else {
       (void)j.ep->put({j.local, j.len}, j.remote, RemoteKey{}, j.done);
