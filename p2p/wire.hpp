@@ -43,7 +43,8 @@ struct AckHeader {
   std::uint64_t sid;
 };
 // fin: the receiver's transport read the data by a mechanism it was still trying
-// (rt::Completion::trial), so the send's time is not what its protocol costs once settled.
+// (rt::Completion::trial), so the send's time is not what its protocol costs once settled
+// (counted: rndv_trial_gets).
 inline constexpr std::uint32_t kAckTrialGet = 1;
 struct CreditHeader {
   std::uint32_t credits;

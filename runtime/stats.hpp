@@ -30,8 +30,7 @@ struct Counters {
   std::uint64_t unexpected_eager_bytes_peak = 0;  // most eager payload buffered at once
   std::uint64_t rndv_fragments = 0;       // get fragments completed (receiver side)
   // Rendezvous sends whose data the receiver read by a mechanism its transport was still trying
-  // (RMP_SHM_COPY=auto: warm-up and re-measuring uses; sender side). RMP_TUNE=adaptive does not
-  // judge such a send alone.
+  // (RMP_SHM_COPY=auto: warm-up and re-measuring uses; sender side).
   std::uint64_t rndv_trial_gets = 0;
   std::uint64_t chunks_in_flight_peak = 0;  // most pipelined-copy chunks filled, not yet drained
   std::uint64_t ring_full = 0;            // sends that found the ring full and were queued

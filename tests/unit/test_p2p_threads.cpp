@@ -521,9 +521,8 @@ TEST(P2pThreads, WaitOrTestEndedByAnErrorOfProgress_WithdrawsItsReceive) {
 
 // A rendezvous send whose get the receiver's transport made by a mechanism it was still trying
 // (RMP_SHM_COPY=auto warms up each mechanism per size class, then re-measures the others now
-// and then) comes back flagged in its fin: the sender counts it (rndv_trial_gets) and
-// RMP_TUNE=adaptive leaves it unjudged. Sends one at a time (a ping-pong's gets, alone): the
-// warm-up's are on trial, most later ones are not.
+// and then) comes back flagged in its fin: the sender counts it (rndv_trial_gets). Sends one
+// at a time (a ping-pong's gets, alone): the warm-up's are on trial, most later ones are not.
 TEST(P2pThreads, RendezvousGetsOnTrial_FlaggedInTheFin) {
   run_thread_ranks(2, [](ThreadRank& t) {
     auto& e = t.engine;
