@@ -148,6 +148,7 @@ TransportLimits Context::shm_limits(std::size_t am_header_bytes) {
                              : 0;
   l.max_inline = caps.max_inline > am_header_bytes ? caps.max_inline - am_header_bytes : 0;
   l.min_pipeline_depth = caps.min_pipeline_depth;
+  l.get_fill_bytes = caps.get_fill_bytes;
   return l;
 }
 

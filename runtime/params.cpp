@@ -280,15 +280,22 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .formula = [](Resolver& r) -> double {
        return static_cast<double>(eager_threshold_formula(
            r.get(Knob::copy_bw), r.get(Knob::link_bw), r.get(Knob::get_bw),
-           r.get(Knob::link_rtt_us), r.get(Knob::rndv_setup_us)));
+           r.get(Knob::link_rtt_us), r.get(Knob::rndv_setup_us), r.limits().get_fill_bytes));
      },
      // Measured on shm (2 ranks, interleaved, near / far placement of the two cores): the
      // earlier form link_bw x (rtt + setup) gave ~30 KB near and ~12 KB far; eager up to 128
      // KiB was then 0.6-0.9x rendezvous's latency at 16-128 KiB near, while far eager above
      // ~16 KiB was 1.4-2.9x slower (the single copy outruns the cores' cache traffic there).
      // This form gives ~80 KB near and ~17 KB far from the same calibration.
-     .formula_text = "(link_rtt_us + rndv_setup_us) / 1e6 / (1/copy_bw + 1/link_bw - 1/get_bw): "
-                     "where rendezvous's extra handshake costs less than eager's extra copy",
+     // With rndv_setup_us alone as the get's start (a 64-byte process_vm_readv, 2.7-3.6 us
+     // here) it gave 237-340 KB with the cores near and 78-199 KB far, where eager and
+     // rendezvous cross at 64-66 KB and 80-95 KB: a ping-pong's gets go through the chunks
+     // (128 KiB: 590 of 646), which make no system call but pay their first piece through both
+     // copies. With that start, the same calibrations give ~89 KB near and 53-103 KB far
+     // (docs/performance.md, runs of 2026-12-04 13:23-14:40).
+     .formula_text = "(link_rtt_us + min(rndv_setup_us, 2 x get_fill_bytes / link_bw)) / 1e6 / "
+                     "(1/copy_bw + 1/link_bw - 1/get_bw): where rendezvous's extra handshake "
+                     "and start cost less than eager's extra copy (get_fill_bytes: shm 16 KiB)",
      .meaning = {"unexpected sends up to it are buffered", "eager-copy through ring slots",
                  "eager-copy through the socket", "eager-copy through bounce buffers"},
      .help = "Messages up to this size are copied eagerly; larger ones use rendezvous-get "
@@ -896,10 +903,15 @@ std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::siz
 double spin_us_formula(double link_rtt_us) { return std::max(1.0, 2 * link_rtt_us); }
 
 std::size_t eager_threshold_formula(double copy_bw_Bps, double link_bw_Bps, double get_bw_Bps,
-                                    double link_rtt_us, double rndv_setup_us) {
+                                    double link_rtt_us, double rndv_setup_us,
+                                    std::size_t get_fill_bytes) {
   // Per byte, what eager pays beyond rendezvous; ≥ 1/copy_bw > 0 while get_bw ≥ link_bw.
   const double extra = 1 / copy_bw_Bps + 1 / link_bw_Bps - 1 / std::max(get_bw_Bps, link_bw_Bps);
-  return to_size(round_up((link_rtt_us + rndv_setup_us) * 1e-6 / extra));
+  const double start_us =
+      get_fill_bytes == 0
+          ? rndv_setup_us
+          : std::min(rndv_setup_us, 2 * static_cast<double>(get_fill_bytes) / link_bw_Bps * 1e6);
+  return to_size(round_up((link_rtt_us + start_us) * 1e-6 / extra));
 }
 std::string json_quoted(std::string_view s) { return json_string(s); }
 
@@ -1066,6 +1078,8 @@ TransportLimits declared_limits(std::string_view transport) {
   // header and p2p's 16-byte eager header. (rinfo and rlaunch link neither; test
   // KnobEffects.InlineThreshold_DeclaredIsWhatAJobUses holds the two together.)
   if (transport == "shm") limits.single_unit_inline = 28;
+  // A chunked get's first piece (shm: kMinPiece; the same test holds the two together).
+  if (transport == "shm") limits.get_fill_bytes = 16 * 1024;
   return limits;
 }
 

@@ -29,6 +29,7 @@ struct TransportLimits {
   std::size_t max_inline = 1024;        // hard inline limit (verbs: max_inline_data)
   std::size_t max_rd_atom = 64;         // verbs max_qp_rd_atom; 64 elsewhere
   std::size_t min_pipeline_depth = 2;   // 1 where the NIC moves data, 2 for chunked copies
+  std::size_t get_fill_bytes = 0;       // TransportCaps::get_fill_bytes (shm: 16 KiB)
 };
 
 // Link figures measured at start-up (calibration, tuning-model issue) or declared.
@@ -122,15 +123,20 @@ std::size_t cq_depth_formula(double post_recv_per_s, double max_rtt_ms, std::siz
 double spin_us_formula(double link_rtt_us);
 // The size where rendezvous starts to pay. Eager moves the payload through a buffer: a copy
 // into it (size / copy_bw) and the transfer out of it (size / link_bw), one after the other.
-// Rendezvous pays a handshake instead (RTS out, FIN back: one round trip, plus the cost of
-// setting up the get) and moves the payload once, at the get's speed (size / get_bw; on shm
-// the faster of the pipelined chunk copy, whose two copies overlap, and the single copy).
-// Equal at
-//   eager_threshold = (link_rtt_us + rndv_setup_us) × 1e-6 / (1/copy_bw + 1/link_bw − 1/get_bw)
+// Rendezvous pays a handshake instead (RTS out, the get's request back: one round trip) and a
+// start: a single copy's set-up (rndv_setup_us, a system call on shm), or, where the transport
+// has chunked gets, the first piece going through both copies before the reader has any of it
+// (2 × get_fill_bytes / link_bw), whichever is less, since the transport takes the faster;
+// then it moves the payload once, at the get's speed (size / get_bw; on shm the faster of the
+// pipelined chunk copy, whose two copies overlap, and the single copy). Equal at
+//   eager_threshold = (link_rtt_us + start) × 1e-6 / (1/copy_bw + 1/link_bw − 1/get_bw),
+//   start = min(rndv_setup_us, 2 × get_fill_bytes / link_bw × 1e6)   (rndv_setup_us alone
+//           where get_fill_bytes = 0)
 // With get_bw = link_bw (a NIC's read; shm when the chunk copy is the faster) that is
-// copy_bw × (link_rtt_us + rndv_setup_us): the handshake against the copy into the buffer.
+// copy_bw × (link_rtt_us + start): the handshake against the copy into the buffer.
 std::size_t eager_threshold_formula(double copy_bw_Bps, double link_bw_Bps, double get_bw_Bps,
-                                    double link_rtt_us, double rndv_setup_us);
+                                    double link_rtt_us, double rndv_setup_us,
+                                    std::size_t get_fill_bytes = 0);
 
 // Names of every knob (for the launcher's --param validation and rinfo).
 std::vector<std::string_view> knob_names();

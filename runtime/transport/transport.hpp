@@ -42,7 +42,7 @@ struct Completion {
   // mechanism by measurement leave it so): the get's mechanism was one the transport was still
   // trying (a warm-up or re-measuring use, or a fallback after cross-memory attach was refused),
   // so the time it took says little about what a get of its size costs once chosen (p2p: the
-  // sender's adaptive tuner does not judge it).
+  // receiver's fin says so, and the sender counts it).
   bool trial = false;
 };
 
@@ -57,6 +57,9 @@ struct TransportCaps {
   std::size_t single_unit_inline = 0;  // header + data that fit one unit (shm: one line)
   std::size_t max_am_payload = 0;      // largest payload send_am accepts
   std::size_t min_pipeline_depth = 2;  // 1 where the NIC moves data, 2 for chunked copies
+  // A chunked get's first piece, copied in by the owner and then out by the reader before the
+  // reader has any of it (0: the transport has no chunked gets).
+  std::size_t get_fill_bytes = 0;
   bool zero_copy_get = false;
   bool zero_copy_put = false;
   double latency_s = 0;      // declared one-way latency, fed to the tuning model

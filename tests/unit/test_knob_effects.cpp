@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/params.hpp"
+#include "runtime/transport/shm/shm_transport.hpp"
 #include "tests/unit/coll_env.hpp"
 #include "tests/unit/thread_ranks.hpp"
 
@@ -179,6 +180,14 @@ TEST(KnobEffects, InlineThreshold_DeclaredIsWhatAJobUses) {
   });
   EXPECT_EQ(declared, used);
   EXPECT_GT(used, 0u);
+}
+
+// The eager threshold's formula takes a chunked get's first piece from the limits: what rinfo
+// and rlaunch declare for shm is what the transport cuts its gets into.
+TEST(KnobEffects, GetFillBytes_DeclaredIsWhatTheTransportUses) {
+  const std::size_t declared = rmp::rt::declared_limits("shm").get_fill_bytes;
+  EXPECT_EQ(declared, rmp::rt::shm_static_caps().get_fill_bytes);
+  EXPECT_GT(declared, 0u);
 }
 
 TEST(KnobEffects, EagerThreshold_MovesMessagesBetweenEagerAndRendezvous) {

@@ -122,6 +122,23 @@ TEST(ParamsFormula, EagerThreshold_WhereHandshakeCostsAsMuchAsTheCopy) {
   EXPECT_EQ(eager_threshold_formula(1e13, 1e13, 1e13, 1000, 0), 10000000000u);  // unclamped here
 }
 
+// With chunked gets (get_fill_bytes, shm: 16 KiB) a get starts with the lesser of the single
+// copy's set-up and the first piece through both copies, 2 × get_fill_bytes / link_bw: at
+// 32.768 GB/s, 2 × 16 KiB take 1.0 us.
+TEST(ParamsFormula, EagerThreshold_ChunkedGetStartsWithItsFirstPiece) {
+  // (0.5 + min(3.0, 1.0)) us × copy_bw 100e9 (get_bw = link_bw).
+  EXPECT_EQ(eager_threshold_formula(100e9, 32.768e9, 32.768e9, 0.5, 3.0, 16384), 150000u);
+  // A set-up below the piece's time stays: (0.5 + 0.25) us × 100e9.
+  EXPECT_EQ(eager_threshold_formula(100e9, 32.768e9, 32.768e9, 0.5, 0.25, 16384), 75000u);
+  // Far apart (a get faster than the link): (0.5 + 2.0) us / (1/100e9 + 1/16.384e9 -
+  // 1/32.768e9) = 61701.3.
+  EXPECT_EQ(eager_threshold_formula(100e9, 16.384e9, 32.768e9, 0.5, 3.0, 16384), 61702u);
+  // No chunked gets: the set-up alone, as before.
+  EXPECT_EQ(eager_threshold_formula(100e9, 32.768e9, 32.768e9, 0.5, 3.0, 0), 350000u);
+  // shm's declared figures keep their 60000 (set-up 1 us < 2 × 16 KiB at 20 GB/s, 1.64 us).
+  EXPECT_EQ(eager_threshold_formula(40e9, 20e9, 20e9, 0.5, 1.0, 16384), 60000u);
+}
+
 // ---- Defaults and formulas through resolve_params -----------------------------------------------
 
 TEST(ParamsResolve, GlobalDefaults_DeriveQueuesFromFormulas) {
@@ -353,17 +370,19 @@ TEST(ParamsPrecedence, EagerThreshold_FromCalibratedFigures_ClampedExplicitWins)
   in.calibrated = LinkFigures{.bw_Bps = 30e9, .rtt_us = 0.4, .copy_bw_Bps = 25e9,
                               .rndv_setup_us = 1.2};
   ParamSet set = resolve_params(in);
-  EXPECT_EQ(set.values.eager_threshold, 40000u);  // copy_bw 25e9 x 1.6e-6 (get_bw = link_bw)
+  // copy_bw 25e9 x (0.4 + min(1.2, 2 x 16 KiB / 30e9 = 1.0923)) us (get_bw = link_bw; shm's
+  // chunked gets start with their first piece).
+  EXPECT_EQ(set.values.eager_threshold, 37307u);
   EXPECT_EQ(row(set, "eager_threshold").source, "formula");
   EXPECT_EQ(row(set, "rndv_setup_us").source, "calibrated");
   EXPECT_EQ(row(set, "copy_bw").source, "calibrated");
   EXPECT_EQ(row(set, "get_bw").source, "formula");  // not measured: link_bw
 
-  // A measured get faster than the link: 1.6e-6 / (1/25e9 + 1/30e9 - 1/60e9).
+  // A measured get faster than the link: 1.4923e-6 / (1/25e9 + 1/30e9 - 1/60e9).
   in.calibrated->get_bw_Bps = 60e9;
   set = resolve_params(in);
   EXPECT_EQ(row(set, "get_bw").source, "calibrated");
-  EXPECT_EQ(set.values.eager_threshold, 28236u);
+  EXPECT_EQ(set.values.eager_threshold, 26335u);
 
   // A slow link pushes the formula past the knob's range: clamped to 1 MiB, with a note.
   in.env["RMP_LINK_RTT_US"] = "1000";

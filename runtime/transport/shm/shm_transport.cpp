@@ -1182,6 +1182,7 @@ TransportCaps shm_static_caps() {
   k.max_inline = max_inline_bytes();
   k.single_unit_inline = kLine - kLineHeader;
   k.min_pipeline_depth = 2;
+  k.get_fill_bytes = kMinPiece;
   return k;
 }
 
