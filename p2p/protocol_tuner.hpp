@@ -39,8 +39,9 @@ struct RndvModel {
   double get_bw = 0;    // bytes/s of the transport's get
   double setup_us = 0;  // µs to set one up, beyond the handshake's round trip
   double link_bw = 0;   // bytes/s of eager sends in a stream (0: unknown)
-  // eager_threshold is these figures' crossover for a send alone (its formula over measured
-  // figures): the static rule is the model's choice there.
+  // eager_threshold is the formula's crossover for a send alone over measured figures (these
+  // and the transport's get start, runtime/params.hpp): the static rule is the model's choice
+  // there.
   bool sets_threshold = false;
 };
 

@@ -162,6 +162,11 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   ParamsInput in = params_input_from_environment();
   in.transport = "shm";
   in.limits = shm_limits(am_header_bytes);
+  // Gets forced onto the single or split copy never go through the chunks: their start is the
+  // set-up alone.
+  if (settings_.shm_cma &&
+      (settings_.shm_copy == ShmCopy::single || settings_.shm_copy == ShmCopy::split))
+    in.limits.get_fill_bytes = 0;
   in.oversubscribed = oversubscribed_;
   // Both set and at odds: RMP_SHM_CMA=0 wins (as cross-memory attach refused by ptrace rules
   // does), said once, not settled quietly (job scripts may set one and a site profile the

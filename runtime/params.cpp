@@ -291,11 +291,15 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      // here) it gave 237-340 KB with the cores near and 78-199 KB far, where eager and
      // rendezvous cross at 64-66 KB and 80-95 KB: a ping-pong's gets go through the chunks
      // (128 KiB: 590 of 646), which make no system call but pay their first piece through both
-     // copies. With that start, the same calibrations give ~89 KB near and 53-103 KB far
-     // (docs/performance.md, runs of 2026-12-04 13:23-14:40).
-     .formula_text = "(link_rtt_us + min(rndv_setup_us, 2 x get_fill_bytes / link_bw)) / 1e6 / "
-                     "(1/copy_bw + 1/link_bw - 1/get_bw): where rendezvous's extra handshake "
-                     "and start cost less than eager's extra copy (get_fill_bytes: shm 16 KiB)",
+     // copies. With that start, the same calibrations give ~89 KB near and 53-103 KB far; jobs
+     // after the change calibrated 75-91 KB near and 51-178 KB far (docs/performance.md, runs
+     // of 2026-12-04 13:23-15:30). The start and get_bw may come from different mechanisms (the
+     // chunks start first, the split copy may run fastest): no one mechanism's cost, an
+     // empirical pairing; costing each mechanism on its own gave ~150 KB far.
+     .formula_text = "(link_rtt_us + min(rndv_setup_us, 2 x get_fill_bytes / link_bw x 1e6)) / "
+                     "1e6 / (1/copy_bw + 1/link_bw - 1/get_bw): where rendezvous's extra "
+                     "handshake and start cost less than eager's extra copy (get_fill_bytes: "
+                     "shm 16 KiB)",
      .meaning = {"unexpected sends up to it are buffered", "eager-copy through ring slots",
                  "eager-copy through the socket", "eager-copy through bounce buffers"},
      .help = "Messages up to this size are copied eagerly; larger ones use rendezvous-get "

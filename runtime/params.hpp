@@ -126,9 +126,10 @@ double spin_us_formula(double link_rtt_us);
 // Rendezvous pays a handshake instead (RTS out, the get's request back: one round trip) and a
 // start: a single copy's set-up (rndv_setup_us, a system call on shm), or, where the transport
 // has chunked gets, the first piece going through both copies before the reader has any of it
-// (2 × get_fill_bytes / link_bw), whichever is less, since the transport takes the faster;
-// then it moves the payload once, at the get's speed (size / get_bw; on shm the faster of the
-// pipelined chunk copy, whose two copies overlap, and the single copy). Equal at
+// (2 × get_fill_bytes / link_bw), whichever is less; then it moves the payload once, at the
+// get's speed (size / get_bw; on shm the fastest of the pipelined chunk copy, whose two copies
+// overlap, the single and the split copy). The start and the speed may be two mechanisms'
+// (params.cpp says why that pairing stays: it matches the measured crossovers). Equal at
 //   eager_threshold = (link_rtt_us + start) × 1e-6 / (1/copy_bw + 1/link_bw − 1/get_bw),
 //   start = min(rndv_setup_us, 2 × get_fill_bytes / link_bw × 1e6)   (rndv_setup_us alone
 //           where get_fill_bytes = 0)

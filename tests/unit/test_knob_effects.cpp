@@ -190,6 +190,30 @@ TEST(KnobEffects, GetFillBytes_DeclaredIsWhatTheTransportUses) {
   EXPECT_GT(declared, 0u);
 }
 
+// A job's eager threshold starts a get with its first piece through the chunks, unless its gets
+// never go through them (RMP_SHM_COPY=single or split): then with the set-up alone. Declared
+// figures (copy_bw 40 GB/s, link 20 GB/s, rtt 0.5 us) and a set-up of 3 us, above the first
+// piece's 2 x 16 KiB / 20 GB/s = 1.6384 us: 40e9 x 2.1384 us = 85536 against 40e9 x 3.5 us =
+// 140000.
+TEST(KnobEffects, EagerThreshold_ForcedSingleCopy_StartsWithTheSetUp) {
+  ScopedEnv cal("RMP_CALIBRATE", "0");
+  ScopedEnv setup("RMP_RNDV_SETUP_US", "3");
+  const auto threshold = [] {
+    std::size_t v = 0;
+    run_thread_ranks(2, [&](ThreadRank& t) {
+      if (t.ctx.rank() == 0) v = t.ctx.params().eager_threshold;
+    });
+    return v;
+  };
+  EXPECT_EQ(threshold(), 85536u);
+  for (const char* copy : {"single", "split"}) {
+    ScopedEnv forced("RMP_SHM_COPY", copy);
+    EXPECT_EQ(threshold(), 140000u) << "RMP_SHM_COPY=" << copy;
+  }
+  ScopedEnv chunks("RMP_SHM_COPY", "chunks");
+  EXPECT_EQ(threshold(), 85536u) << "RMP_SHM_COPY=chunks";
+}
+
 TEST(KnobEffects, EagerThreshold_MovesMessagesBetweenEagerAndRendezvous) {
   constexpr std::size_t kBytes = 6000;
   ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
@@ -233,8 +257,10 @@ TEST(KnobEffects, FragmentSize_SetsRendezvousFragmentCount) {
   }
 }
 
-// eager_threshold's formula: (link_rtt_us + rndv_setup_us) / (1/copy_bw + 1/link_bw -
-// 1/get_bw). With rtt 0.5 us and link_bw = get_bw it is copy_bw x (rtt + setup): a 12000-byte
+// eager_threshold's formula: (link_rtt_us + start) / (1/copy_bw + 1/link_bw - 1/get_bw), start =
+// min(rndv_setup_us, 2 x 16 KiB / link_bw) on shm; here the set-up is never above the first
+// piece's time (at 20 GB/s 1.64 us), so start = rndv_setup_us. With rtt 0.5 us and link_bw =
+// get_bw it is copy_bw x (rtt + setup): a 12000-byte
 // message is eager at 10 GB/s x 1.5 us = 15000 and rendezvous at 10 GB/s x 0.6 us = 6000 or
 // 4 GB/s x 1.5 us = 6000. A get at 20 GB/s over a 4 GB/s link: 1.5e-6 / (1e-10 + 2.5e-10 -
 // 0.5e-10) = 5000, rendezvous; over a 20 GB/s link: 15000 again, eager.

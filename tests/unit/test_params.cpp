@@ -131,7 +131,7 @@ TEST(ParamsFormula, EagerThreshold_ChunkedGetStartsWithItsFirstPiece) {
   // A set-up below the piece's time stays: (0.5 + 0.25) us × 100e9.
   EXPECT_EQ(eager_threshold_formula(100e9, 32.768e9, 32.768e9, 0.5, 0.25, 16384), 75000u);
   // Far apart (a get faster than the link): (0.5 + 2.0) us / (1/100e9 + 1/16.384e9 -
-  // 1/32.768e9) = 61701.3.
+  // 1/32.768e9) = 61701.6.
   EXPECT_EQ(eager_threshold_formula(100e9, 16.384e9, 32.768e9, 0.5, 3.0, 16384), 61702u);
   // No chunked gets: the set-up alone, as before.
   EXPECT_EQ(eager_threshold_formula(100e9, 32.768e9, 32.768e9, 0.5, 3.0, 0), 350000u);
