@@ -353,18 +353,13 @@ Comm Comm::split(int color, int key) const {
                                               ", which must be non-negative or rmp::undefined");
   // The groups that may offer kept state: colours (but undefined) of two ranks or more, in
   // order (a group of one has no node-shared state, so it needs no slot in the agreement).
-  std::vector<int> colours;
+  std::vector<int> given, colours;
   for (std::size_t i = 0; i < n; ++i)
-    if (all[2 * i] != undefined) colours.push_back(all[2 * i]);
-  std::sort(colours.begin(), colours.end());
-  {
-    std::vector<int> shared;
-    for (std::size_t i = 0; i < colours.size(); ++i)
-      if (i + 1 < colours.size() && colours[i + 1] == colours[i] &&
-          (shared.empty() || shared.back() != colours[i]))
-        shared.push_back(colours[i]);
-    colours = std::move(shared);
-  }
+    if (all[2 * i] != undefined) given.push_back(all[2 * i]);
+  std::sort(given.begin(), given.end());
+  for (std::size_t i = 1; i < given.size(); ++i)
+    if (given[i] == given[i - 1] && (colours.empty() || colours.back() != given[i]))
+      colours.push_back(given[i]);
   std::vector<int> world_of;  // this rank's group: ranks with its colour by key, then old rank
   int my_rank = 0;
   std::shared_ptr<detail::CommImpl> d;

@@ -698,11 +698,8 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
       if (!p2p::decode(header, h)) break;
       p.credits += h.credits;
       auto* r = reinterpret_cast<RequestState*>(h.sid);
-      // A get on trial at the receiver: counted. (The adaptive tuner still judges such a send:
-      // left unjudged, rendezvous explored in 64 KiB ping-pongs, where eager is faster, waited
-      // out the receiver's warm-up of its get mechanisms for a verdict, 42-54 explored sends a
-      // rank instead of 8 and 4 % slower, while at 256 KiB, where rendezvous is faster, a
-      // benchmark's run was still too short for the tuner to take it up: docs/tuning.md.)
+      // A get on trial at the receiver: counted only (the tuner still judges the send; why:
+      // docs/tuning.md).
       if (h.flags & p2p::kAckTrialGet) ++c.rndv_trial_gets;
       if (r->registered) {
         std::span<const std::byte> region(static_cast<const std::byte*>(r->sbuf), r->bytes);

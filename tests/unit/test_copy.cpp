@@ -414,8 +414,8 @@ TEST(MeasuredChoice, RejudgeWarmupWithoutBurstBytes_AnySize) {
 }
 
 // last_was_trial: every use of the warm-up and of a burst re-measuring another mode is on
-// trial; a use the held mode serves is not (the transport marks its gets so: the p2p engine's
-// adaptive tuner leaves a rendezvous send whose get was on trial unjudged).
+// trial; a use the held mode serves is not (the shm transport marks its gets so, and the
+// sender counts them: rndv_trial_gets).
 TEST(MeasuredChoice, LastWasTrial_WarmupAndBurstsOnly) {
   rmp::rt::MeasuredChoice<3> c(0b111, {.period = 64, .burst = 4, .hysteresis = 0.05});
   const std::size_t bytes = 256 << 10;

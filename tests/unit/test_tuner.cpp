@@ -202,7 +202,7 @@ TEST(Tuner, StreamPace_WholeBurstFarWorse_BacksOffToTheLongestPeriod) {
   EXPECT_EQ(after_one_burst(4.0, 1.7), period << 1) << "judged window only clearly worse";
 }
 
-// Uses the caller leaves unjudged (skip: rendezvous sends alone whose gets were on trial) are
+// Uses the caller leaves unjudged (skip: sends alone after a credit stall or a long gap) are
 // counted all the same: after three whole bursts of the neighbour went unjudged, the next burst
 // is judged as any (its first use an edge, the others judged: all clearly better, it wins at
 // once). Uncounted, they left three edges owed, which ate the next burst whole.
