@@ -167,6 +167,8 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   if (settings_.shm_cma &&
       (settings_.shm_copy == ShmCopy::single || settings_.shm_copy == ShmCopy::split))
     in.limits.get_fill_bytes = 0;
+  // Without cross-memory attach every get goes through the chunks: no set-up enters their start.
+  if (!settings_.shm_cma) in.limits.chunked_gets_only = true;
   in.oversubscribed = oversubscribed_;
   // Both set and at odds: RMP_SHM_CMA=0 wins (as cross-memory attach refused by ptrace rules
   // does), said once, not settled quietly (job scripts may set one and a site profile the

@@ -280,7 +280,8 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .formula = [](Resolver& r) -> double {
        return static_cast<double>(eager_threshold_formula(
            r.get(Knob::copy_bw), r.get(Knob::link_bw), r.get(Knob::get_bw),
-           r.get(Knob::link_rtt_us), r.get(Knob::rndv_setup_us), r.limits().get_fill_bytes));
+           r.get(Knob::link_rtt_us), r.get(Knob::rndv_setup_us), r.limits().get_fill_bytes,
+           r.limits().chunked_gets_only));
      },
      // Measured on shm (2 ranks, interleaved, near / far placement of the two cores): the
      // earlier form link_bw x (rtt + setup) gave ~30 KB near and ~12 KB far; eager up to 128
@@ -299,7 +300,7 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .formula_text = "(link_rtt_us + min(rndv_setup_us, 2 x get_fill_bytes / link_bw x 1e6)) / "
                      "1e6 / (1/copy_bw + 1/link_bw - 1/get_bw): where rendezvous's extra "
                      "handshake and start cost less than eager's extra copy (get_fill_bytes: "
-                     "shm 16 KiB)",
+                     "shm 16 KiB; with RMP_SHM_CMA=0 the piece alone, no single copy's set-up)",
      .meaning = {"unexpected sends up to it are buffered", "eager-copy through ring slots",
                  "eager-copy through the socket", "eager-copy through bounce buffers"},
      .help = "Messages up to this size are copied eagerly; larger ones use rendezvous-get "
@@ -908,13 +909,13 @@ double spin_us_formula(double link_rtt_us) { return std::max(1.0, 2 * link_rtt_u
 
 std::size_t eager_threshold_formula(double copy_bw_Bps, double link_bw_Bps, double get_bw_Bps,
                                     double link_rtt_us, double rndv_setup_us,
-                                    std::size_t get_fill_bytes) {
+                                    std::size_t get_fill_bytes, bool chunked_gets_only) {
   // Per byte, what eager pays beyond rendezvous; ≥ 1/copy_bw > 0 while get_bw ≥ link_bw.
   const double extra = 1 / copy_bw_Bps + 1 / link_bw_Bps - 1 / std::max(get_bw_Bps, link_bw_Bps);
-  const double start_us =
-      get_fill_bytes == 0
-          ? rndv_setup_us
-          : std::min(rndv_setup_us, 2 * static_cast<double>(get_fill_bytes) / link_bw_Bps * 1e6);
+  const double fill_us = 2 * static_cast<double>(get_fill_bytes) / link_bw_Bps * 1e6;
+  const double start_us = get_fill_bytes == 0 ? rndv_setup_us
+                          : chunked_gets_only ? fill_us
+                                              : std::min(rndv_setup_us, fill_us);
   return to_size(round_up((link_rtt_us + start_us) * 1e-6 / extra));
 }
 std::string json_quoted(std::string_view s) { return json_string(s); }

@@ -30,6 +30,9 @@ struct TransportLimits {
   std::size_t max_rd_atom = 64;         // verbs max_qp_rd_atom; 64 elsewhere
   std::size_t min_pipeline_depth = 2;   // 1 where the NIC moves data, 2 for chunked copies
   std::size_t get_fill_bytes = 0;       // TransportCaps::get_fill_bytes (shm: 16 KiB)
+  // Every get goes through the chunks (shm with RMP_SHM_CMA=0): no single copy, so its
+  // set-up (rndv_setup_us) is no get's start.
+  bool chunked_gets_only = false;
 };
 
 // Link figures measured at start-up (calibration, tuning-model issue) or declared.
@@ -132,12 +135,12 @@ double spin_us_formula(double link_rtt_us);
 // (params.cpp says why that pairing stays: it matches the measured crossovers). Equal at
 //   eager_threshold = (link_rtt_us + start) × 1e-6 / (1/copy_bw + 1/link_bw − 1/get_bw),
 //   start = min(rndv_setup_us, 2 × get_fill_bytes / link_bw × 1e6)   (rndv_setup_us alone
-//           where get_fill_bytes = 0)
+//           where get_fill_bytes = 0; the piece alone where chunked_gets_only)
 // With get_bw = link_bw (a NIC's read; shm when the chunk copy is the faster) that is
 // copy_bw × (link_rtt_us + start): the handshake against the copy into the buffer.
 std::size_t eager_threshold_formula(double copy_bw_Bps, double link_bw_Bps, double get_bw_Bps,
                                     double link_rtt_us, double rndv_setup_us,
-                                    std::size_t get_fill_bytes = 0);
+                                    std::size_t get_fill_bytes = 0, bool chunked_gets_only = false);
 
 // Names of every knob (for the launcher's --param validation and rinfo).
 std::vector<std::string_view> knob_names();

@@ -214,6 +214,23 @@ TEST(KnobEffects, EagerThreshold_ForcedSingleCopy_StartsWithTheSetUp) {
   EXPECT_EQ(threshold(), 85536u) << "RMP_SHM_COPY=chunks";
 }
 
+// Without cross-memory attach there is no single copy: a get starts with its first piece through
+// the chunks (2 × 16 KiB at the declared 20 GB/s, 1.6384 us) even where the set-up is less.
+TEST(KnobEffects, EagerThreshold_NoCrossMemoryAttach_StartsWithTheFirstPiece) {
+  ScopedEnv cal("RMP_CALIBRATE", "0");
+  ScopedEnv setup("RMP_RNDV_SETUP_US", "0.25");
+  const auto threshold = [] {
+    std::size_t v = 0;
+    run_thread_ranks(2, [&](ThreadRank& t) {
+      if (t.ctx.rank() == 0) v = t.ctx.params().eager_threshold;
+    });
+    return v;
+  };
+  EXPECT_EQ(threshold(), 30000u);  // (0.5 + 0.25) us × 40 GB/s
+  ScopedEnv cma("RMP_SHM_CMA", "0");
+  EXPECT_EQ(threshold(), 85536u);  // (0.5 + 1.6384) us × 40 GB/s
+}
+
 TEST(KnobEffects, EagerThreshold_MovesMessagesBetweenEagerAndRendezvous) {
   constexpr std::size_t kBytes = 6000;
   ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");

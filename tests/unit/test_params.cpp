@@ -137,6 +137,10 @@ TEST(ParamsFormula, EagerThreshold_ChunkedGetStartsWithItsFirstPiece) {
   EXPECT_EQ(eager_threshold_formula(100e9, 32.768e9, 32.768e9, 0.5, 3.0, 0), 350000u);
   // shm's declared figures keep their 60000 (set-up 1 us < 2 × 16 KiB at 20 GB/s, 1.64 us).
   EXPECT_EQ(eager_threshold_formula(40e9, 20e9, 20e9, 0.5, 1.0, 16384), 60000u);
+  // Chunks only (no single copy): the piece's 1.6384 us even where the set-up is less,
+  // (0.5 + 1.6384) us × 40e9.
+  EXPECT_EQ(eager_threshold_formula(40e9, 20e9, 20e9, 0.5, 1.0, 16384, true), 85536u);
+  EXPECT_EQ(eager_threshold_formula(100e9, 32.768e9, 32.768e9, 0.5, 0.25, 16384, true), 150000u);
 }
 
 // ---- Defaults and formulas through resolve_params -----------------------------------------------
