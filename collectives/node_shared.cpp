@@ -736,6 +736,11 @@ private:
   // (`enabled`), a path known from its warm-up alone is measured again soon after it
   // (rejudge_warmup): point-to-point's first calls are slower than its steady speed while its own
   // copy chooser warms up (bcast of 4 MiB, two ranks: 560-790 us a call against 200-250 later).
+  // So are the chunks' (a new segment's pages and cold caches: allgather of 256 KiB, two ranks,
+  // judged on its warm-up the direct path held at 25 us a call against the chunks' 16), not the
+  // direct path, a cross-memory copy of buffers already touched (rejudge_modes): re-measured
+  // soon, its burst cost the allgather of 1 MiB 2 % of a benchmark's time (8 interleaved pairs,
+  // 70.6 against 71.9 us; alltoall and reduce of 64 KiB - 4 MiB 0.93-1.02, noise).
   // Where ranks have cores of their own and the choice is among node-shared paths alone (an
   // allreduce's, a floating reduce's), a path's first calls say what it costs, and each call of a
   // slow path is dear: a size class warms up the path its neighbour holds alone
@@ -754,6 +759,7 @@ private:
             .burst = 4,
             .hysteresis = 0.05,
             .rejudge_warmup = !nodeshared_only,
+            .rejudge_modes = 1u << kShmPath | 1u << kP2pPath,
             .warm_from_neighbour = nodeshared_only};
   }
   int store_mode_ = kCached;

@@ -49,6 +49,9 @@ public:
     // allgather of 1 MiB, whose benchmark times 50 calls: 4-5 % slower with it). Modes known
     // from their warm-up alone are then also re-measured soon after it (warmup_only).
     bool rejudge_warmup = false;
+    // The modes rejudge_warmup applies to (bit m for mode m): those whose warm-up is slower
+    // than their steady speed. The others are judged on their warm-up as without it.
+    unsigned rejudge_modes = ~0u;
     // Bursts a mode needs before it can be judged far behind (kFarBehind; 0: none, and with
     // rejudge_warmup one). With 2, one burst that fell in a run's slow start does not condemn it.
     // For uses far more numerous than the turns (eager payloads), where one more burst costs
@@ -196,7 +199,7 @@ public:
       for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
-        if ((!pace_.rejudge_warmup || b.samples[m] > kWarmup) && b.bursts[m] >= pace_.far_bursts &&
+        if ((!rejudges(m) || b.samples[m] > kWarmup) && b.bursts[m] >= pace_.far_bursts &&
             b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0) {
           trial_ = false;
           return best;
@@ -494,11 +497,13 @@ private:
     const double behind = large ? 1 + pace_.hysteresis : kWarmupBehind;
     int pick = -1;
     for (int m = 0; m < N; ++m)
-      if (enabled(m) && m != best && b.samples[m] <= kWarmup && (b.remeasured >> m & 1) == 0 &&
-          b.rate[best] <= behind * b.rate[m] && (pick < 0 || b.rate[m] > b.rate[pick]))
+      if (enabled(m) && rejudges(m) && m != best && b.samples[m] <= kWarmup &&
+          (b.remeasured >> m & 1) == 0 && b.rate[best] <= behind * b.rate[m] &&
+          (pick < 0 || b.rate[m] > b.rate[pick]))
         pick = m;
     return pick;
   }
+  bool rejudges(int m) const { return pace_.rejudge_warmup && (pace_.rejudge_modes >> m & 1) != 0; }
   std::uint64_t soon(std::uint64_t uses) {
     const std::uint64_t period = std::max<std::uint64_t>(pace_.period, 16);
     return uses + period / 16 + next_random() % (period / 16);

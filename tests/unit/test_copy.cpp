@@ -413,6 +413,32 @@ TEST(MeasuredChoice, RejudgeWarmupWithoutBurstBytes_AnySize) {
   EXPECT_GE(late[1], 25) << "uses of the faster mode in the last 30: " << late[1];
 }
 
+// Pace::rejudge_modes: a mode outside it is judged on its warm-up (the direct paths of the
+// node-shared collectives, a cross-memory copy that needs no warming: re-measured soon, its
+// burst cost the allgather of 1 MiB, 2 ranks, ~2 % of a benchmark's time); a mode in it is
+// re-measured soon as before. Three modes: 0 held at 20 GB/s, 1 (rejudged) and 2 (not) both
+// at 12 in their warm-up.
+TEST(MeasuredChoice, RejudgeModes_OthersJudgedOnTheirWarmup) {
+  for (const unsigned modes : {0b111u, 0b011u}) {
+    rmp::rt::MeasuredChoice<3> c(0b111, {.period = 64,
+                                         .burst = 4,
+                                         .hysteresis = 0.05,
+                                         .rejudge_warmup = true,
+                                         .rejudge_modes = modes});
+    const std::size_t bytes = 1 << 20;
+    const double rates[] = {20e9, 12e9, 12e9};
+    int used[3] = {0, 0, 0};
+    for (int i = 0; i < 50; ++i) {
+      const int m = c.choose(bytes);
+      ++used[m];
+      c.record(m, bytes, static_cast<double>(bytes) / rates[m]);
+    }
+    EXPECT_EQ(used[1], 4 + 4) << "mode 1 (rejudged): warm-up and one burst; modes " << modes;
+    EXPECT_EQ(used[2], modes == 0b111u ? 4 + 4 : 4)
+        << "mode 2: a burst only where rejudged; modes " << modes;
+  }
+}
+
 // last_was_trial: every use of the warm-up and of a burst re-measuring another mode is on
 // trial; a use the held mode serves is not (the shm transport marks its gets so, and the
 // sender counts them: rndv_trial_gets).
