@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <complex>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
@@ -119,6 +121,11 @@ std::vector<TypeOp> all_pairs() {
 TypeOp pair_for(std::size_t i) {
   static const std::vector<TypeOp> pairs = all_pairs();
   return pairs[i % pairs.size()];
+}
+// Where a sweep at n ranks starts in that cycle: each rank count takes the next pairs (one
+// rank count's calls are fewer than the pairs), not the same first ones again.
+std::size_t sweep_start(int n, std::size_t base) {
+  return base + 43 * static_cast<std::size_t>(n);  // 43 and the 87 pairs: coprime
 }
 
 // memcpy that accepts the null data() of an empty vector (memcpy itself may not).
@@ -230,7 +237,8 @@ std::vector<int> roots_for(int n) {
 }
 
 // Element counts around the edges: empty, one, fewer than the ranks, the segment in elements
-// −1/0/+1, and more than a segment per rank.
+// −1/0/+1, and more than a segment per rank (kCountEdges of them; esize: the call's type's).
+constexpr std::size_t kCountEdges = 7;
 std::vector<std::size_t> counts_for(int n, std::size_t esize) {
   const std::size_t s = kSeg / esize;
   std::vector<std::size_t> v{0, 1,     static_cast<std::size_t>(n > 1 ? n - 1 : 2), s - 1,
@@ -348,20 +356,33 @@ TEST(ReduceKernels, ReduceInto_SameBitsAsCopyThenReduceApply) {
     }
 }
 
+// Both barriers, dissemination and the node-shared flag barrier; a rank that arrives late
+// (asleep first, by turns) holds every other rank in.
 TEST(CollThreads, Barrier_NoRankLeavesBeforeAllArrive) {
   for (int n = 1; n <= 8; ++n) {
-    std::atomic<int> arrived{0};
-    Failures f;
-    run_thread_ranks(n, [&](ThreadRank& t) {
-      for (int round = 1; round <= 20; ++round) {
-        arrived.fetch_add(1);
-        coll::barrier_dissemination(t.world);
-        if (arrived.load() < round * n)
-          f.add("left barrier round " + std::to_string(round) + " early");
-        coll::barrier_dissemination(t.world);  // nobody starts the next round before the check
-      }
-    });
-    f.report();
+    for (const bool shm : {false, true}) {
+      std::atomic<int> arrived{0};
+      Failures f;
+      run_thread_ranks(n, [&](ThreadRank& t) {
+        coll::NodeShared* ns = shm ? coll::node_shared(t.world) : nullptr;
+        if (shm && n > 1 && !ns) f.add("no node segment");
+        auto barrier = [&] {
+          if (ns) coll::shm_barrier(t.world, *ns);
+          else coll::barrier_dissemination(t.world);
+        };
+        for (int round = 1; round <= 20; ++round) {
+          if (round % n == t.world.rank() && round % 4 == 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          arrived.fetch_add(1);
+          barrier();
+          if (arrived.load() < round * n)
+            f.add(std::string(shm ? "shm" : "dissemination") + ": left barrier round " +
+                  std::to_string(round) + " early");
+          barrier();  // nobody starts the next round before the check
+        }
+      });
+      f.report();
+    }
   }
 }
 
@@ -442,12 +463,13 @@ TEST(CollThreads, Reduce_EveryAlgorithmRankCountSizeAndRoot) {
                                                     {"shm_direct", reduce_shm_direct}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
-    std::size_t k = 0;
+    std::size_t k = sweep_start(n, 0);
     for (auto [name, fn] : algos)
-      for (std::size_t count : counts_for(n, 4))
+      for (std::size_t edge = 0; edge < kCountEdges; ++edge)
         for (int root : roots_for(n)) {
           const auto [type, op] = pair_for(k++);
           const std::size_t es = esize_of(type);
+          const std::size_t count = counts_for(n, es)[edge];
           const bool inplace = k % 2 == 0 && me == root;
           auto in = input(type, op, me, count, k);
           std::vector<std::byte> out(count * es, std::byte{0xee});
@@ -469,12 +491,13 @@ TEST(CollThreads, Allreduce_EveryAlgorithmRankCountAndSize_SameBitsEverywhere) {
     for (auto& d : digests) d.clear();
     run_thread_ranks(n, [&](ThreadRank& t) {
       const int me = t.world.rank();
-      std::size_t k = 0;
+      std::size_t k = sweep_start(n, 0);
       for (auto [name, fn] : kAllreduce)
-        for (std::size_t count : counts_for(n, 4)) {
+        for (std::size_t edge = 0; edge < kCountEdges; ++edge) {
           // Exact inputs against the reference...
           const auto [type, op] = pair_for(k++);
           const std::size_t es = esize_of(type);
+          const std::size_t count = counts_for(n, es)[edge];
           auto in = input(type, op, me, count, k);
           std::vector<std::byte> out(count * es, std::byte{0xee});
           const bool inplace = k % 2 == 0;
@@ -516,6 +539,75 @@ TEST(CollThreads, Allreduce_EveryOpAndElementType_EveryAlgorithm) {
                 p.t, out.data(), reference(p.t, p.op, 0, n, 0, count, salt).data(), count,
                 where(name, n, me, count) + " " + coll::type_name(p.t) + " " + coll::op_name(p.op));
           }
+      },
+      {3, 4});
+}
+
+// Every op × type pair through every algorithm of every reducing collective, with vectors one
+// element past a segment of that type (so a segment boundary falls inside every call), at a
+// non-power-of-two rank count and a power of two.
+TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AcrossASegment) {
+  SmallSegments small;
+  const std::pair<const char*, ReduceFn> reduces[] = {{"binomial", coll::reduce_binomial},
+                                                      {"rabenseifner", coll::reduce_rabenseifner},
+                                                      {"shm", reduce_shm},
+                                                      {"shm_direct", reduce_shm_direct}};
+  using ScatterFn =
+      void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t, Type, Op);
+  const std::pair<const char*, ScatterFn> scatters[] = {
+      {"recursive_halving", coll::reduce_scatter_recursive_halving},
+      {"ring", coll::reduce_scatter_ring},
+      {"shm", reduce_scatter_shm}};
+  using ScanFn =
+      void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op, bool);
+  const std::pair<const char*, ScanFn> scans[] = {
+      {"recursive_doubling", coll::scan_recursive_doubling}, {"chain", coll::scan_chain}};
+  for_rank_counts(
+      [&](ThreadRank& t, Failures& f) {
+        const int n = t.world.size(), me = t.world.rank(), root = n - 1;
+        std::uint64_t salt = 3000;
+        for (TypeOp p : all_pairs()) {
+          const std::size_t es = esize_of(p.t), count = kSeg / es + 1;
+          const std::string what =
+              std::string(" ") + coll::type_name(p.t) + " " + coll::op_name(p.op);
+          auto in = input(p.t, p.op, me, count, ++salt);
+          const auto expected = reference(p.t, p.op, 0, n, 0, count, salt);
+          for (auto [name, fn] : reduces) {
+            std::vector<std::byte> out(count * es, std::byte{0xee});
+            fn(t.world, in.data(), out.data(), count, es, p.t, p.op, root);
+            if (me == root)
+              f.same_values(p.t, out.data(), expected.data(), count,
+                            where(name, n, me, count, root) + what);
+          }
+          for (auto [name, fn] : kAllreduce) {
+            std::vector<std::byte> out(count * es, std::byte{0xee});
+            fn(t.world, in.data(), out.data(), count, es, p.t, p.op);
+            f.same_values(p.t, out.data(), expected.data(), count,
+                          where(name, n, me, count) + what);
+          }
+          for (bool exclusive : {false, true})
+            for (auto [name, fn] : scans) {
+              std::vector<std::byte> out(count * es, std::byte{0xee});
+              fn(t.world, in.data(), out.data(), count, es, p.t, p.op, exclusive);
+              if (exclusive && me == 0) continue;  // rank 0's exscan output is undefined
+              const int upto = exclusive ? me : me + 1;
+              f.same_values(p.t, out.data(), reference(p.t, p.op, 0, upto, 0, count, salt).data(),
+                            count,
+                            where(name, n, me, count) + (exclusive ? " exscan" : " scan") + what);
+            }
+          // reduce_scatter_block: a block of `count` each.
+          auto all = input(p.t, p.op, me, count * static_cast<std::size_t>(n), salt);
+          const std::vector<std::size_t> blocks(static_cast<std::size_t>(n), count);
+          for (auto [name, fn] : scatters) {
+            std::vector<std::byte> out(count * es, std::byte{0xee});
+            fn(t.world, all.data(), out.data(), blocks, es, p.t, p.op);
+            f.same_values(
+                p.t, out.data(),
+                reference(p.t, p.op, 0, n, count * static_cast<std::size_t>(me), count, salt)
+                    .data(),
+                count, where(name, n, me, count) + " reduce_scatter" + what);
+          }
+        }
       },
       {3, 4});
 }
@@ -708,15 +800,17 @@ TEST(CollThreads, ReduceScatter_EveryAlgorithmRankCountAndCounts) {
       {"shm", reduce_scatter_shm}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
-    std::size_t k = 500;
+    std::size_t k = sweep_start(n, 500);
     for (auto [name, fn] : algos) {
-      std::vector<std::vector<std::size_t>> shapes;
-      for (std::size_t block : {std::size_t{0}, std::size_t{1}, kSeg / 4 - 1, kSeg / 4 + 1})
-        shapes.emplace_back(static_cast<std::size_t>(n), block);  // reduce_scatter_block
-      shapes.push_back(v_counts(n, 77, 4));
-      for (const auto& counts : shapes) {
+      // Blocks of 0, 1 and the segment −1/0/+1 elements of the call's type
+      // (reduce_scatter_block), then counts of every size (v_counts).
+      for (std::size_t shape = 0; shape < 6; ++shape) {
         const auto [type, op] = pair_for(k++);
         const std::size_t es = esize_of(type);
+        const std::size_t blocks[] = {0, 1, kSeg / es - 1, kSeg / es, kSeg / es + 1};
+        const std::vector<std::size_t> counts =
+            shape < 5 ? std::vector<std::size_t>(static_cast<std::size_t>(n), blocks[shape])
+                      : v_counts(n, 77, es);
         const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
         std::size_t first = 0;
         for (int i = 0; i < me; ++i) first += counts[i];
@@ -742,12 +836,13 @@ TEST(CollThreads, ScanExscan_EveryAlgorithmRankCountAndSize) {
                                               {"chain", coll::scan_chain}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
-    std::size_t k = 700;
+    std::size_t k = sweep_start(n, 700);
     for (auto [name, fn] : algos)
       for (bool exclusive : {false, true})
-        for (std::size_t count : counts_for(n, 4)) {
+        for (std::size_t edge = 0; edge < kCountEdges; ++edge) {
           const auto [type, op] = pair_for(k++);
           const std::size_t es = esize_of(type);
+          const std::size_t count = counts_for(n, es)[edge];
           auto in = input(type, op, me, count, k);
           const bool inplace = k % 2 == 0;
           std::vector<std::byte> out =
@@ -798,8 +893,12 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           std::vector<std::byte> out(block * n);
           auto mine = pattern_block(me, block, 5);
           using Fn = void (*)(const CommImpl&, const void*, void*, const Layout&);
-          const std::pair<const char*, Fn> allgathers[] = {{"allgather_ring", coll::allgather_ring},
-                                                           {"allgather_shm", allgather_shm}};
+          const std::pair<const char*, Fn> allgathers[] = {
+              {"allgather_recursive_doubling", coll::allgather_recursive_doubling},
+              {"allgather_bruck", coll::allgather_bruck},
+              {"allgather_ring", coll::allgather_ring},
+              {"allgather_shm", allgather_shm},
+              {"allgather_shm_direct", allgather_shm_direct}};
           for (auto [name, fn] : allgathers) {
             std::fill(out.begin(), out.end(), std::byte{0xee});
             fn(t.world, mine.data(), out.data(), Layout::uniform(block));
@@ -810,11 +909,19 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           std::vector<std::size_t> counts(n, block / 4);
           auto rin = input(Type::i32, Op::sum, me, block / 4 * n, 6);
           std::vector<std::byte> rout(block / 4 * 4);
-          coll::reduce_scatter_ring(t.world, rin.data(), rout.data(), counts, 4, Type::i32,
-                                    Op::sum);
-          f.equal(rout.data(),
-                  reference(Type::i32, Op::sum, 0, n, me * (block / 4), block / 4, 6).data(),
-                  rout.size(), where("reduce_scatter_ring", n, me, block / 4));
+          using ScatterFn =
+              void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t, Type, Op);
+          const std::pair<const char*, ScatterFn> scatters[] = {
+              {"reduce_scatter_recursive_halving", coll::reduce_scatter_recursive_halving},
+              {"reduce_scatter_ring", coll::reduce_scatter_ring},
+              {"reduce_scatter_shm", reduce_scatter_shm}};
+          for (auto [name, fn] : scatters) {
+            std::fill(rout.begin(), rout.end(), std::byte{0xee});
+            fn(t.world, rin.data(), rout.data(), counts, 4, Type::i32, Op::sum);
+            f.equal(rout.data(),
+                    reference(Type::i32, Op::sum, 0, n, me * (block / 4), block / 4, 6).data(),
+                    rout.size(), where(name, n, me, block / 4));
+          }
           std::vector<std::byte> ain(block * n), aout(block * n);
           for (int d = 0; d < n; ++d)
             copy_in(ain.data() + d * block, pattern_block(me * 64 + d, block, 8).data(), block);
@@ -828,6 +935,29 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           for (int s = 0; s < n; ++s)
             f.equal(aout.data() + s * block, pattern_block(s * 64 + me, block, 8).data(), block,
                     where("alltoall_shm", n, me, block));
+          std::fill(aout.begin(), aout.end(), std::byte{0xee});
+          coll::alltoall_bruck(t.world, ain.data(), Layout::uniform(block), aout.data(),
+                               Layout::uniform(block), true);
+          for (int s = 0; s < n; ++s)
+            f.equal(aout.data() + s * block, pattern_block(s * 64 + me, block, 8).data(), block,
+                    where("alltoall_bruck", n, me, block));
+          // gather and scatter, linear and binomial, to and from the last rank.
+          const int root = n - 1;
+          const Layout all = Layout::uniform(block);
+          for (int algo = 0; algo < 2; ++algo) {
+            std::fill(out.begin(), out.end(), std::byte{0xee});
+            if (algo) coll::gather_linear(t.world, mine.data(), block, out.data(), all, root);
+            else coll::gather_binomial(t.world, mine.data(), block, out.data(), all, true, root);
+            if (me == root)
+              for (int r = 0; r < n; ++r)
+                f.equal(out.data() + r * block, pattern_block(r, block, 5).data(), block,
+                        where(algo ? "gather_linear" : "gather_binomial", n, me, block));
+            std::vector<std::byte> part(block, std::byte{0xee});
+            if (algo) coll::scatter_linear(t.world, ain.data(), all, part.data(), block, root);
+            else coll::scatter_binomial(t.world, ain.data(), all, part.data(), block, true, root);
+            f.equal(part.data(), pattern_block(root * 64 + me, block, 8).data(), block,
+                    where(algo ? "scatter_linear" : "scatter_binomial", n, me, block));
+          }
         }
         {
           auto in = input(Type::f64, Op::max, me, count / 2, 10);
@@ -835,11 +965,23 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           coll::scan_chain(t.world, in.data(), out.data(), count / 2, 8, Type::f64, Op::max, false);
           f.equal(out.data(), reference(Type::f64, Op::max, 0, me + 1, 0, count / 2, 10).data(),
                   out.size(), where("scan_chain", n, me, count / 2));
-          coll::reduce_rabenseifner(t.world, in.data(), out.data(), count / 2, 8, Type::f64,
-                                    Op::max, n - 1);
-          if (me == n - 1)
-            f.equal(out.data(), reference(Type::f64, Op::max, 0, n, 0, count / 2, 10).data(),
-                    out.size(), where("reduce_rabenseifner", n, me, count / 2));
+          coll::scan_recursive_doubling(t.world, in.data(), out.data(), count / 2, 8, Type::f64,
+                                        Op::max, true);
+          if (me > 0)
+            f.equal(out.data(), reference(Type::f64, Op::max, 0, me, 0, count / 2, 10).data(),
+                    out.size(), where("exscan_recursive_doubling", n, me, count / 2));
+          const std::pair<const char*, ReduceFn> reduces[] = {
+              {"reduce_binomial", coll::reduce_binomial},
+              {"reduce_rabenseifner", coll::reduce_rabenseifner},
+              {"reduce_shm", reduce_shm},
+              {"reduce_shm_direct", reduce_shm_direct}};
+          for (auto [name, fn] : reduces) {
+            std::fill(out.begin(), out.end(), std::byte{0xee});
+            fn(t.world, in.data(), out.data(), count / 2, 8, Type::f64, Op::max, n - 1);
+            if (me == n - 1)
+              f.equal(out.data(), reference(Type::f64, Op::max, 0, n, 0, count / 2, 10).data(),
+                      out.size(), where(name, n, me, count / 2));
+          }
         }
       },
       {3, 8});

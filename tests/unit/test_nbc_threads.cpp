@@ -123,6 +123,61 @@ TEST(NbcThreads, IallreduceSchedule_BinomialWhenShort_RabenseifnerFromSomeSizeOn
   }
 }
 
+// ibcast (a binomial schedule, one message per tree edge) at every rank count 1-8, from the
+// first, the middle and the last rank, sizes from 0 to several MiB (eager and rendezvous).
+TEST(NbcThreads, Ibcast_EveryRankCountSizeAndRoot) {
+  for (int n = 1; n <= 8; ++n)
+    run_thread_ranks(n, [n](ThreadRank& t) {
+      auto& e = t.engine;
+      const int me = t.world.rank();
+      auto comm = std::make_shared<CommImpl>(e, 13, me, n);
+      std::vector<int> roots{0};
+      if (n > 1) roots.push_back(n - 1);
+      if (n > 2) roots.push_back(n / 2);
+      std::uint8_t salt = 0;
+      for (std::size_t bytes :
+           {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{4096}, std::size_t{4097},
+            std::size_t{100000}, (std::size_t{3} << 20) + 3})
+        for (int root : roots) {
+          ++salt;
+          auto value = [&](std::size_t i) { return static_cast<char>((i * 31 + salt) & 0x7f); };
+          std::vector<char> buf(bytes + 1, '.');
+          if (me == root)
+            for (std::size_t i = 0; i < bytes; ++i) buf[i] = value(i);
+          e.wait(e.start(rmp::coll::ibcast(comm, buf.data(), bytes, root)));
+          std::size_t bad = bytes;
+          for (std::size_t i = 0; i < bytes && bad == bytes; ++i)
+            if (buf[i] != value(i)) bad = i;
+          EXPECT_EQ(bad, bytes) << "n=" << n << " rank " << me << " root " << root << " bytes "
+                                << bytes << ": first wrong byte";
+          EXPECT_EQ(buf[bytes], '.') << "n=" << n << " rank " << me << ": wrote past the end";
+        }
+    });
+}
+
+// ibarrier completes at no rank before every rank has started it (a rank that starts late,
+// asleep first, by turns, holds every other rank's wait).
+TEST(NbcThreads, Ibarrier_NoRankCompletesBeforeAllStart) {
+  for (int n = 1; n <= 8; ++n) {
+    std::atomic<int> started{0}, early{0};
+    run_thread_ranks(n, [&](ThreadRank& t) {
+      auto& e = t.engine;
+      const int me = t.world.rank();
+      auto comm = std::make_shared<CommImpl>(e, 15, me, n);
+      for (int round = 1; round <= 12; ++round) {
+        if (round % n == me && round % 3 == 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        started.fetch_add(1);
+        e.wait(e.start(rmp::coll::ibarrier(comm)));
+        if (started.load() < round * n) early.fetch_add(1);
+        e.wait(
+            e.start(rmp::coll::ibarrier(comm)));  // nobody starts the next round before the check
+      }
+    });
+    EXPECT_EQ(early.load(), 0) << n << " ranks: waits that ended before every rank started";
+  }
+}
+
 // A rank whose ibcast buffer is shorter than the root's message: its operation fails with
 // Errc::truncate naming ibcast (not an internal receive), the root's completes.
 TEST(NbcThreads, BufferShorterThanTheRootsMessage_IbcastFailsNamingItself) {
