@@ -291,6 +291,26 @@ void check_root_layout(const detail::CommImpl& c, const char* call, const char* 
                                          " differs from counts[root] = " + std::to_string(at_root));
 }
 
+// Runs a collective's algorithm. A message longer than a rank's receive (the ranks called it with
+// different counts) fails in point-to-point, whose error names an internal receive and tag: it
+// is said again as the collective's, naming the argument. Errors that name the call already
+// (scatterv's, alltoallv's blocks) pass as they are.
+template <class Run>
+void run_collective(const char* call, const char* arg, Run&& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (e.code() != Errc::truncate || what.starts_with(std::string(call) + ":")) throw;
+    throw Error(Errc::truncate, std::string(call) + ": " + arg +
+                                    ": this rank got more data than its " + arg +
+                                    " holds (did the ranks call " + call +
+                                    " with different counts? RMP_COLL_CHECK=1 compares every "
+                                    "call's): " +
+                                    what);
+  }
+}
+
 }  // namespace
 
 namespace api {
@@ -524,7 +544,7 @@ void Comm::bcast_(void* buf, bool inplace, std::size_t count, std::size_t esize,
         return b;
       },
       [&] { return moving(count, esize, t, root); });
-  coll::bcast(c, buf, bytes, root);
+  run_collective("bcast", "count", [&] { coll::bcast(c, buf, bytes, root); });
 }
 
 void Comm::reduce_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
@@ -546,7 +566,8 @@ void Comm::reduce_(const void* in, bool inplace, void* out, std::size_t count, s
         return 0;
       },
       [&] { return reduction(count, esize, t, op, root); });
-  coll::reduce(c, inplace ? nullptr : in, out, count, esize, t, op, root);
+  run_collective("reduce", "count",
+                 [&] { coll::reduce(c, inplace ? nullptr : in, out, count, esize, t, op, root); });
 }
 
 void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
@@ -578,7 +599,9 @@ void Comm::allreduce_(const void* in, bool inplace, void* out, std::size_t count
         r.extra = static_cast<std::int32_t>(used);  // explicit or the knob's: what will run
         return r;
       });
-  coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op, comp);
+  run_collective("allreduce", "count", [&] {
+    coll::allreduce(c, inplace ? nullptr : in, out, count, esize, t, op, comp);
+  });
 }
 
 void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
@@ -592,13 +615,16 @@ void Comm::gather_(const void* in, bool inplace, std::size_t count, void* out, s
         checked_total("gather", count, c.size(), esize);
         const bool at_root = c.rank() == root;
         if (inplace && !at_root)
-          throw Error(Errc::invalid_argument, "gather: in_place is allowed only at the root");
+          throw Error(Errc::invalid_argument,
+                      "gather: in: in_place is allowed only at the root (rank " +
+                          std::to_string(root) + "), this is rank " + std::to_string(c.rank()));
         if (!inplace) check_buffer("gather", "in", in, count);
         if (at_root) check_buffer("gather", "out", out, count);
         return b;
       },
       [&] { return moving(count, esize, t, root); });
-  coll::gather(c, inplace ? nullptr : in, out, bytes, root);
+  run_collective("gather", "count",
+                 [&] { coll::gather(c, inplace ? nullptr : in, out, bytes, root); });
 }
 
 void Comm::scatter_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
@@ -616,7 +642,7 @@ void Comm::scatter_(const void* in, bool inplace, std::size_t count, void* out, 
         return b;
       },
       [&] { return moving(count, esize, t, root); });
-  coll::scatter(c, in, out, bytes, root);
+  run_collective("scatter", "count", [&] { coll::scatter(c, in, out, bytes, root); });
 }
 
 void Comm::allgather_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
@@ -626,7 +652,8 @@ void Comm::allgather_(const void* in, bool inplace, std::size_t count, void* out
       c, "allgather", Coll::allgather,
       [&] { return check_blocks(c, "allgather", in, inplace, out, count, esize); },
       [&] { return moving(count, esize, t); });
-  coll::allgather(c, inplace ? nullptr : in, out, bytes);
+  run_collective("allgather", "count",
+                 [&] { coll::allgather(c, inplace ? nullptr : in, out, bytes); });
 }
 
 void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out, std::size_t esize,
@@ -636,7 +663,8 @@ void Comm::alltoall_(const void* in, bool inplace, std::size_t count, void* out,
       c, "alltoall", Coll::alltoall,
       [&] { return check_blocks(c, "alltoall", in, inplace, out, count, esize); },
       [&] { return moving(count, esize, t); });
-  coll::alltoall(c, inplace ? nullptr : in, out, bytes);
+  run_collective("alltoall", "count",
+                 [&] { coll::alltoall(c, inplace ? nullptr : in, out, bytes); });
 }
 
 void Comm::reduce_scatter_block_(const void* in, bool inplace, void* out, std::size_t count,
@@ -653,7 +681,9 @@ void Comm::reduce_scatter_block_(const void* in, bool inplace, void* out, std::s
       },
       [&] { return reduction(count, esize, t, op); });
   std::vector<std::size_t> counts(static_cast<std::size_t>(c.size()), count);
-  coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
+  run_collective("reduce_scatter_block", "count", [&] {
+    coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
+  });
 }
 
 void Comm::scan_(const void* in, bool inplace, void* out, std::size_t count, std::size_t esize,
@@ -670,7 +700,9 @@ void Comm::scan_(const void* in, bool inplace, void* out, std::size_t count, std
         return 0;
       },
       [&] { return reduction(count, esize, t, op); });
-  coll::scan(c, inplace ? nullptr : in, out, count, esize, t, op, exclusive);
+  run_collective(call, "count", [&] {
+    coll::scan(c, inplace ? nullptr : in, out, count, esize, t, op, exclusive);
+  });
 }
 
 void Comm::gatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
@@ -681,7 +713,9 @@ void Comm::gatherv_(const void* in, bool inplace, std::size_t count, void* out, 
       [&] {
         // In place at the root, as gather (its block is already at its place in out).
         if (inplace && c.rank() != root)
-          throw Error(Errc::invalid_argument, "gatherv: in_place is allowed only at the root");
+          throw Error(Errc::invalid_argument,
+                      "gatherv: in: in_place is allowed only at the root (rank " +
+                          std::to_string(root) + "), this is rank " + std::to_string(c.rank()));
         check_rooted_v(c, "gatherv", inplace ? "out" : "in", inplace ? out : in, count, esize,
                        root);
         if (c.rank() == root)
@@ -689,7 +723,9 @@ void Comm::gatherv_(const void* in, bool inplace, std::size_t count, void* out, 
         return 0;
       },
       [&] { return rooted_v(c, count, esize, t, root, counts); }, {counts, {}});
-  coll::gatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize, root);
+  run_collective("gatherv", "counts", [&] {
+    coll::gatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize, root);
+  });
 }
 
 void Comm::scatterv_(const void* in, bool inplace, sizes counts, sizes displs, void* out,
@@ -705,7 +741,8 @@ void Comm::scatterv_(const void* in, bool inplace, sizes counts, sizes displs, v
         return 0;
       },
       [&] { return rooted_v(c, count, esize, t, root, counts); }, {counts, {}});
-  coll::scatterv(c, in, counts, displs, out, count, esize, root);
+  run_collective("scatterv", "count",
+                 [&] { coll::scatterv(c, in, counts, displs, out, count, esize, root); });
 }
 
 void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts, std::size_t esize,
@@ -735,7 +772,9 @@ void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts
         r.sum_a = weighted(c, counts);
         return r;
       });
-  coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
+  run_collective("reduce_scatter", "counts", [&] {
+    coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
+  });
 }
 
 void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* out, sizes counts,
@@ -763,7 +802,9 @@ void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* ou
         r.sum_a = weighted(c, counts);
         return r;
       });
-  coll::allgatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize);
+  run_collective("allgatherv", "counts", [&] {
+    coll::allgatherv(c, inplace ? nullptr : in, count, out, counts, displs, esize);
+  });
 }
 
 void Comm::alltoallv_(const void* in, bool inplace, sizes scounts, sizes sdispls, void* out,
@@ -798,7 +839,8 @@ void Comm::alltoallv_(const void* in, bool inplace, sizes scounts, sizes sdispls
         return r;
       },
       {scounts, rcounts});
-  coll::alltoallv(c, in, scounts, sdispls, out, rcounts, rdispls, esize);
+  run_collective("alltoallv", "rcounts",
+                 [&] { coll::alltoallv(c, in, scounts, sdispls, out, rcounts, rdispls, esize); });
 }
 
 // Non-blocking collectives: schedules driven by the progress engine.

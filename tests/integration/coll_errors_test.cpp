@@ -35,7 +35,29 @@ TEST(CollErrors, RootOutOfRange_InvalidRank) {
                  {"gatherv", "root", b}, "gatherv");
     expect_error([&] { w.scatterv(v.data(), counts, displs, o.data(), 4, bad); },
                  Errc::invalid_rank, {"scatterv", "root", b}, "scatterv");
+    expect_error([&] { (void)w.ibcast(v.data(), 4, bad); }, Errc::invalid_rank,
+                 {"ibcast", "root", b}, "ibcast");
   }
+}
+
+// Ranks that call bcast with different counts make an erroneous program (as in MPI); where a
+// point-to-point algorithm carries it, the rank whose count is the smaller gets more data than
+// its count holds: Errc::truncate naming bcast and its count, not an internal receive. Only
+// the binomial tree forced and two ranks (a receiver that fails forwards nothing further down
+// a tree; the node-shared paths compare no counts: RMP_COLL_CHECK=1 does).
+TEST(CollErrors, BcastCountsDiffer_TruncateNamingTheCollective) {
+  const char* algo = std::getenv("RMP_BCAST_ALGO");
+  if (size() != 2 || algo == nullptr || std::string(algo) != "binomial")
+    GTEST_SKIP() << "needs 2 ranks and RMP_BCAST_ALGO=binomial (variant collalgos3)";
+  const rmp::Comm& w = rmp::world();
+  std::vector<int> v(8, rank() == 0 ? 5 : 0);
+  if (rank() == 0) {
+    w.bcast(v.data(), 8, 0);
+  } else {
+    expect_error([&] { w.bcast(v.data(), 4, 0); }, Errc::truncate, {"bcast: count", "32 bytes"},
+                 "bcast with the smaller count");
+  }
+  w.barrier();  // the truncated receive took the message: the world goes on
 }
 
 TEST(CollErrors, NullBufferWithCount_InvalidArgument) {
@@ -73,6 +95,30 @@ TEST(CollErrors, NullBufferWithCount_InvalidArgument) {
   // Zero elements need no buffer.
   w.allreduce(null, null, 0, Op::sum);
   w.bcast(null, 0, 0);
+  // The rest of the calls, each with its input or output null on every rank (valid otherwise).
+  std::vector<int> big(4 * static_cast<std::size_t>(size()));
+  std::vector<std::size_t> fours(static_cast<std::size_t>(size()), 4), at(fours.size());
+  for (std::size_t i = 0; i < at.size(); ++i) at[i] = 4 * i;
+  expect_error([&] { w.reduce(null, big.data(), 4, Op::sum, 0); }, Errc::invalid_argument,
+               {"reduce", "in"}, "reduce in");
+  expect_error([&] { w.gather(null, 4, big.data(), 0); }, Errc::invalid_argument, {"gather", "in"},
+               "gather in");
+  expect_error([&] { w.scatter(big.data(), 4, null, 0); }, Errc::invalid_argument,
+               {"scatter", "out"}, "scatter out");
+  expect_error([&] { w.gatherv(null, 4, big.data(), fours, at, 0); }, Errc::invalid_argument,
+               {"gatherv", "in"}, "gatherv in");
+  expect_error([&] { w.scatterv(big.data(), fours, at, null, 4, 0); }, Errc::invalid_argument,
+               {"scatterv", "out"}, "scatterv out");
+  expect_error([&] { w.allgatherv(v.data(), 4, null, fours, at); }, Errc::invalid_argument,
+               {"allgatherv", "out"}, "allgatherv out");
+  expect_error([&] { w.alltoallv(null, fours, at, big.data(), fours, at); }, Errc::invalid_argument,
+               {"alltoallv", "in"}, "alltoallv in");
+  expect_error([&] { w.reduce_scatter(null, v.data(), fours, Op::sum); }, Errc::invalid_argument,
+               {"reduce_scatter", "in"}, "reduce_scatter in");
+  expect_error([&] { (void)w.ibcast(null, 4, 0); }, Errc::invalid_argument, {"ibcast", "buf"},
+               "ibcast buf");
+  expect_error([&] { (void)w.iallreduce(null, v.data(), 4, Op::sum); }, Errc::invalid_argument,
+               {"iallreduce", "in"}, "iallreduce in");
 }
 
 TEST(CollErrors, OpNotApplicableToType_InvalidArgument) {
@@ -94,6 +140,14 @@ TEST(CollErrors, OpNotApplicableToType_InvalidArgument) {
   expect_error([&] { w.reduce_scatter_block(d.data(), d2.data(), 4, Op::bor); },
                Errc::invalid_argument, {"reduce_scatter_block", "bor"},
                "reduce_scatter_block bor double");
+  std::vector<std::size_t> fours(static_cast<std::size_t>(size()), 4);
+  expect_error([&] { w.reduce_scatter(d.data(), d2.data(), fours, Op::band); },
+               Errc::invalid_argument, {"reduce_scatter", "band", "double"},
+               "reduce_scatter band double");
+  expect_error([&] { w.exscan(f.data(), f.data(), 4, Op::lor); }, Errc::invalid_argument,
+               {"exscan", "lor", "float"}, "exscan lor float");
+  expect_error([&] { (void)w.iallreduce(f.data(), f.data(), 4, Op::band); }, Errc::invalid_argument,
+               {"iallreduce", "band", "float"}, "iallreduce band float");
 }
 
 TEST(CollErrors, InvalidCommunicator_InvalidComm) {
@@ -108,6 +162,23 @@ TEST(CollErrors, InvalidCommunicator_InvalidComm) {
                  {"allreduce"}, "allreduce");
     expect_error([&] { c->alltoall(v.data(), 1, o.data()); }, Errc::invalid_comm, {"alltoall"},
                  "alltoall");
+    expect_error([&] { c->reduce(v.data(), o.data(), 4, Op::sum, 0); }, Errc::invalid_comm,
+                 {"reduce"}, "reduce");
+    expect_error([&] { c->gather(v.data(), 1, o.data(), 0); }, Errc::invalid_comm, {"gather"},
+                 "gather");
+    expect_error([&] { c->scatter(v.data(), 1, o.data(), 0); }, Errc::invalid_comm, {"scatter"},
+                 "scatter");
+    expect_error([&] { c->allgather(v.data(), 1, o.data()); }, Errc::invalid_comm, {"allgather"},
+                 "allgather");
+    expect_error([&] { c->scan(v.data(), o.data(), 4, Op::sum); }, Errc::invalid_comm, {"scan"},
+                 "scan");
+    expect_error([&] { c->reduce_scatter_block(v.data(), o.data(), 1, Op::sum); },
+                 Errc::invalid_comm, {"reduce_scatter_block"}, "reduce_scatter_block");
+    expect_error([&] { (void)c->ibarrier(); }, Errc::invalid_comm, {"ibarrier"}, "ibarrier");
+    expect_error([&] { (void)c->ibcast(v.data(), 4, 0); }, Errc::invalid_comm, {"ibcast"},
+                 "ibcast");
+    expect_error([&] { (void)c->iallreduce(v.data(), o.data(), 4, Op::sum); }, Errc::invalid_comm,
+                 {"iallreduce"}, "iallreduce");
     expect_error([&] { (void)c->dup(); }, Errc::invalid_comm, {"dup"}, "dup");
     expect_error([&] { (void)c->split(0, 0); }, Errc::invalid_comm, {"split"}, "split");
   }
@@ -125,8 +196,9 @@ TEST(CollErrors, InPlaceAwayFromTheRoot_InvalidArgument) {
   if (rank() != 0) {
     expect_error([&] { w.reduce(rmp::in_place<int>, v.data(), 4, Op::sum, 0); },
                  Errc::invalid_argument, {"reduce", "in_place"}, "reduce in_place off root");
+    const std::string me = "this is rank " + std::to_string(rank());
     expect_error([&] { w.gather(rmp::in_place<int>, 4, v.data(), 0); }, Errc::invalid_argument,
-                 {"gather", "in_place"}, "gather in_place off root");
+                 {"gather: in:", "in_place", "(rank 0)", me}, "gather in_place off root");
     expect_error([&] { w.gatherv(rmp::in_place<int>, 4, v.data(), {}, {}, 0); },
                  Errc::invalid_argument, {"gatherv", "in_place"}, "gatherv in_place off root");
     // With no `out` (not significant off the root): still the in_place error, not a null `in`.
