@@ -25,7 +25,7 @@ enum class WaitMode : std::uint8_t { poll, yield, block };
 
 // Limits a transport imposes; values above them are clamped for that transport.
 struct TransportLimits {
-  std::size_t single_unit_inline = 44;  // largest inline payload in one unit (shm: one line)
+  std::size_t single_unit_inline = 44;  // largest inline payload in one unit (shm: declared_limits)
   std::size_t max_inline = 1024;        // hard inline limit (verbs: max_inline_data)
   std::size_t max_rd_atom = 64;         // verbs max_qp_rd_atom; 64 elsewhere
   std::size_t min_pipeline_depth = 2;   // 1 where the NIC moves data, 2 for chunked copies

@@ -15,6 +15,7 @@ constexpr CounterField kFields[] = {
     {"msgs_rndv", &Counters::msgs_rndv},
     {"bytes_rndv", &Counters::bytes_rndv},
     {"msgs_self", &Counters::msgs_self},
+    {"bytes_self", &Counters::bytes_self},
     {"credit_stalls", &Counters::credit_stalls},
     {"credit_returns", &Counters::credit_returns},
     {"unexpected_msgs", &Counters::unexpected_msgs},

@@ -21,7 +21,7 @@ struct Counters {
   std::uint64_t msgs_inline = 0, bytes_inline = 0;   // eager-inline sends
   std::uint64_t msgs_eager = 0, bytes_eager = 0;     // eager-copy sends
   std::uint64_t msgs_rndv = 0, bytes_rndv = 0;       // rendezvous sends
-  std::uint64_t msgs_self = 0;                       // sends to own rank
+  std::uint64_t msgs_self = 0, bytes_self = 0;       // sends to own rank
   std::uint64_t credit_stalls = 0;        // eager sends sent as rendezvous for want of credits
   std::uint64_t credit_returns = 0;       // explicit credit-return messages sent
   std::uint64_t unexpected_msgs = 0;      // arrivals that found no posted receive

@@ -667,18 +667,21 @@ TEST(Self, AllProtocolSizes_IrecvThenSend) {
   const int r = rank();
   const rmp::Comm& w = rmp::world();
   const rmp::rt::Counters before = rmp::rt::counters();
-  std::uint64_t sends = 0;
+  std::uint64_t sends = 0, sent = 0;
   for (std::size_t bytes : edge_sizes(std::size_t{16} << 20)) {
     exchange_and_check<std::byte>(bytes, sends % 2 ? 3 : 0, r, r, 700 + static_cast<int>(sends),
                                   sends, 0x99);
     ++sends;
+    sent += bytes;
   }
   for (std::size_t bytes : edge_sizes(1000003)) {
     exchange_and_check<int>((bytes + 3) / 4, 0, r, r, 700 + static_cast<int>(sends), sends, 0x9a);
     ++sends;
+    sent += (bytes + 3) / 4 * sizeof(int);
   }
   (void)w;
   EXPECT_EQ(rmp::rt::counters().msgs_self - before.msgs_self, sends) << "msgs_self counter";
+  EXPECT_EQ(rmp::rt::counters().bytes_self - before.bytes_self, sent) << "bytes_self counter";
 }
 
 // Every protocol size to one's own rank with the send started first (isend, then recv).
