@@ -234,6 +234,9 @@ int main(int argc, char** argv) {
         in.calibrated.reset();
         in.not_calibrated_reason = "rinfo measures nothing; ranks calibrate at start-up";
         const rmp::rt::ParamSet set = rmp::rt::resolve_params(in);
+        // The other RMP_ settings (RMP_STATS, RMP_CALIBRATE, ...): refused here as a rank
+        // would refuse them at start-up.
+        (void)rmp::rt::resolve_env_settings(in);
         if (!json) {
           std::cout << "rmp " << RMP_VERSION << " parameters: transport "
                     << (transport.empty() ? "(all)" : transport) << ", profile "

@@ -70,6 +70,13 @@ stats_bad_values)  # named in the error, before any traffic
   run "$RLAUNCH" -n 2 -x RMP_STATS=foo "$PROGRAM"
   expect_rc_not0
   expect_err "RMP_STATS=foo"
+  # rinfo --params refuses what a rank would refuse, not only the knobs.
+  RMP_STATS=foo run "$RINFO" --params
+  expect_rc_not0
+  expect_err "RMP_STATS=foo"
+  RMP_CALIBRATE=2 run "$RINFO" --params
+  expect_rc_not0
+  expect_err "RMP_CALIBRATE=2"
   run "$RLAUNCH" -n 2 -x "RMP_STATS=json:$WORK/no/such/dir/s.%r.json" "$PROGRAM"
   expect_rc_not0
   expect_err "RMP_STATS=json:$WORK/no/such/dir/s.%r.json"
