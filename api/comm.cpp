@@ -682,7 +682,7 @@ void Comm::reduce_scatter_block_(const void* in, bool inplace, void* out, std::s
       [&] { return reduction(count, esize, t, op); });
   std::vector<std::size_t> counts(static_cast<std::size_t>(c.size()), count);
   run_collective("reduce_scatter_block", "count", [&] {
-    coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op);
+    coll::reduce_scatter(c, inplace ? nullptr : in, out, counts, esize, t, op, true);
   });
 }
 

@@ -44,8 +44,10 @@ void allgatherv(const CommImpl& c, const void* in, std::size_t count, void* out,
 void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes);
 void alltoallv(const CommImpl& c, const void* in, sizes scounts, sizes sdispls, void* out,
                sizes rcounts, sizes rdispls, std::size_t esize);
+// `block`: the API's reduce_scatter_block (equal counts; RMP_REDUCE_SCATTER_BLOCK_ALGO), else
+// reduce_scatter, whatever its counts (RMP_REDUCE_SCATTER_ALGO).
 void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, std::size_t esize,
-                    Type t, Op op);
+                    Type t, Op op, bool block = false);
 void scan(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
           Type t, Op op, bool exclusive);
 

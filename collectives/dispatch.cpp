@@ -214,16 +214,12 @@ void alltoallv(const CommImpl& c, const void* in, sizes scounts, sizes sdispls, 
 }
 
 void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, std::size_t esize,
-                    Type t, Op op) {
-  // The API's reduce_scatter_block arrives here with equal counts; it has its own
-  // RMP_REDUCE_SCATTER_BLOCK_ALGO.
+                    Type t, Op op, bool block) {
+  // Which call it is, not whether the counts are equal: a reduce_scatter of equal counts took
+  // RMP_REDUCE_SCATTER_BLOCK_ALGO's algorithm, not the one its own variable forced.
   std::size_t total = 0;
-  bool equal = true;
-  for (int i = 0; i < c.size(); ++i) {
-    total += counts[static_cast<std::size_t>(i)];
-    equal = equal && counts[static_cast<std::size_t>(i)] == counts[0];
-  }
-  const Coll k = equal ? Coll::reduce_scatter_block : Coll::reduce_scatter;
+  for (int i = 0; i < c.size(); ++i) total += counts[static_cast<std::size_t>(i)];
+  const Coll k = block ? Coll::reduce_scatter_block : Coll::reduce_scatter;
   NodeShared* ns = may_use_node_shared(k, c) ? node_shared(c) : nullptr;
   switch (choose<ReduceScatterAlgo>(k, c, total * esize, ns != nullptr)) {
     case ReduceScatterAlgo::recursive_halving:

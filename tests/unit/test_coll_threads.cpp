@@ -864,6 +864,35 @@ TEST(CollThreads, ScanExscan_EveryAlgorithmRankCountAndSize) {
   });
 }
 
+// RMP_REDUCE_SCATTER_ALGO forces reduce_scatter whatever its counts, RMP_REDUCE_SCATTER_BLOCK_ALGO
+// reduce_scatter_block: equal counts took the block's algorithm (here the node-shared one, which
+// makes the communicator's segment: counted).
+TEST(CollThreads, ReduceScatterOfEqualCounts_ItsOwnForcedAlgorithm) {
+  ScopedEnv rs("RMP_REDUCE_SCATTER_ALGO", "ring");
+  ScopedEnv rsb("RMP_REDUCE_SCATTER_BLOCK_ALGO", "shm");
+  for_rank_counts(
+      [&](ThreadRank& t, Failures& f) {
+        const int n = t.world.size(), me = t.world.rank();
+        const std::vector<std::size_t> counts(static_cast<std::size_t>(n), 3);
+        auto in = input(Type::i32, Op::sum, me, 3 * static_cast<std::size_t>(n), 5);
+        const rmp::rt::Counters& counters = t.ctx.counters();
+        for (const bool block : {false, true}) {
+          std::vector<std::byte> out(3 * 4);
+          coll::reduce_scatter(t.world, in.data(), out.data(), counts, 4, Type::i32, Op::sum,
+                               block);
+          f.same_values(
+              Type::i32, out.data(),
+              reference(Type::i32, Op::sum, 0, n, 3 * static_cast<std::size_t>(me), 3, 5).data(), 3,
+              where(block ? "reduce_scatter_block" : "reduce_scatter", n, me, 3));
+          if (counters.coll_segments != (block ? 1u : 0u))
+            f.add(std::string(block ? "reduce_scatter_block" : "reduce_scatter") + ": " +
+                  std::to_string(counters.coll_segments) + " node segments made (ring forced: 0, " +
+                  "shm forced: 1)");
+        }
+      },
+      {2, 3});
+}
+
 // ---- Large messages at the default parameters ---------------------------------------------------
 
 TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
@@ -1119,7 +1148,7 @@ void every_collective(ThreadRank& t, Failures& f, std::optional<coll::Coll> only
       for (int i = 0; i < me; ++i) first += c[i];
       auto in = input(Type::i64, Op::bxor, me, tot, salt);
       std::vector<std::byte> out(c[me] * 8);
-      coll::reduce_scatter(t.world, in.data(), out.data(), c, 8, Type::i64, Op::bxor);
+      coll::reduce_scatter(t.world, in.data(), out.data(), c, 8, Type::i64, Op::bxor, block);
       f.equal(out.data(), reference(Type::i64, Op::bxor, 0, n, first, c[me], salt).data(),
               out.size(), at + (block ? " reduce_scatter_block" : " reduce_scatter"));
     }
