@@ -294,7 +294,8 @@ void check_root_layout(const detail::CommImpl& c, const char* call, const char* 
 // Runs a collective's algorithm. A message longer than a rank's receive (the ranks called it with
 // different counts) fails in point-to-point, whose error names an internal receive and tag: it
 // is said again as the collective's, naming the argument. Errors that name the call already
-// (scatterv's, alltoallv's blocks) pass as they are.
+// pass as they are; the block errors that scatter and alltoall share with scatterv and
+// alltoallv (block_too_long) are said as this call's.
 template <class Run>
 void run_collective(const char* call, const char* arg, Run&& run) {
   try {
@@ -302,6 +303,8 @@ void run_collective(const char* call, const char* arg, Run&& run) {
   } catch (const Error& e) {
     const std::string what = e.what();
     if (e.code() != Errc::truncate || what.starts_with(std::string(call) + ":")) throw;
+    if (const std::string v = std::string(call) + "v:"; what.starts_with(v))
+      throw Error(Errc::truncate, std::string(call) + ":" + what.substr(v.size()));
     throw Error(Errc::truncate, std::string(call) + ": " + arg +
                                     ": this rank got more data than its " + arg +
                                     " holds (did the ranks call " + call +

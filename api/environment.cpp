@@ -225,7 +225,9 @@ std::vector<ParamInfo> effective_params(std::string_view transport) {
   if (p.context && !p.finalized) return p.context->effective_params(transport);
   rt::ParamsInput in = rt::params_input_from_environment();
   in.transport = std::string(transport);
-  if (!transport.empty()) in.limits = rt::declared_limits(transport);
+  if (!transport.empty())
+    in.limits =
+        rt::settled_limits(rt::declared_limits(transport), transport, rt::resolve_env_settings(in));
   return rt::resolve_params(in).rows;
 }
 

@@ -388,7 +388,10 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
   ++outstanding_sends_;
   Peer& p = peer(world);
   rt::Counters& c = ctx_.counters();
-  if (world == self_) ++c.msgs_self, c.bytes_self += bytes;
+  if (world == self_) {
+    ++c.msgs_self;
+    c.bytes_self += bytes;
+  }
 
   EagerHeader e{0, comm.context(ch), tag, comm.rank()};
   // A tuned send's protocol comes from the tuner (send() may have asked it already).
@@ -465,7 +468,10 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
     if (s == rt::TStatus::ok) {
       p.owed -= e.credits;
       p.credits -= credit_charge(bytes);
-      if (world == self_) ++ctx_.counters().msgs_self, ctx_.counters().bytes_self += bytes;
+      if (world == self_) {
+        ++ctx_.counters().msgs_self;
+        ctx_.counters().bytes_self += bytes;
+      }
       count_eager(bytes, inl);
       if (tuned) {  // as a request's completion and release would
         tuner_->complete(true, tuner_->complete_reads_clock() ? now_ns() : 0);

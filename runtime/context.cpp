@@ -161,14 +161,7 @@ Context::~Context() {
 void Context::start(AmSink& sink, std::size_t am_header_bytes) {
   ParamsInput in = params_input_from_environment();
   in.transport = "shm";
-  in.limits = shm_limits(am_header_bytes);
-  // Gets forced onto the single or split copy never go through the chunks: their start is the
-  // set-up alone.
-  if (settings_.shm_cma &&
-      (settings_.shm_copy == ShmCopy::single || settings_.shm_copy == ShmCopy::split))
-    in.limits.get_fill_bytes = 0;
-  // Without cross-memory attach every get goes through the chunks: no set-up enters their start.
-  if (!settings_.shm_cma) in.limits.chunked_gets_only = true;
+  in.limits = settled_limits(shm_limits(am_header_bytes), "shm", settings_);
   in.oversubscribed = oversubscribed_;
   // Both set and at odds: RMP_SHM_CMA=0 wins (as cross-memory attach refused by ptrace rules
   // does), said once, not settled quietly (job scripts may set one and a site profile the
@@ -291,7 +284,9 @@ std::vector<ParamInfo> Context::effective_params(std::string_view transport) con
   if (transport.empty() || transport == "shm") return params_.rows;
   ParamsInput in = params_input_from_environment();
   in.transport = std::string(transport);
-  in.limits = transport == "shm" ? shm_limits(am_header_bytes_) : declared_limits(transport);
+  in.limits =
+      settled_limits(transport == "shm" ? shm_limits(am_header_bytes_) : declared_limits(transport),
+                     transport, settings_);
   in.not_calibrated_reason = "no " + in.transport + " calibration yet";
   in.oversubscribed = oversubscribed_;
   return resolve_params(in).rows;

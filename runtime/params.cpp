@@ -1088,6 +1088,16 @@ TransportLimits declared_limits(std::string_view transport) {
   return limits;
 }
 
+TransportLimits settled_limits(TransportLimits limits, std::string_view transport,
+                               const EnvSettings& s) {
+  if (transport != "shm") return limits;
+  const bool single_or_split = s.shm_copy == ShmCopy::single || s.shm_copy == ShmCopy::split;
+  if (s.shm_cma && single_or_split) limits.get_fill_bytes = 0;
+  else if (!s.shm_cma || s.shm_copy == ShmCopy::chunks || s.shm_copy == ShmCopy::streaming)
+    limits.chunked_gets_only = true;
+  return limits;
+}
+
 std::string format_params(const ParamSet& set, bool json) {
   const auto note_of = [&](std::size_t i) -> const std::string& {
     static const std::string none;

@@ -191,4 +191,11 @@ struct EnvSettings {
 // unknown RMP_ variable close to a known one (as resolve_params does).
 EnvSettings resolve_env_settings(const ParamsInput& in);
 
+// A transport's limits as its settings leave them (a rank's Context::start, rinfo --params and
+// rmp::effective_params alike, so that they cannot disagree): on shm, gets forced onto the
+// single or split copy never go through the chunks (get_fill_bytes 0), and without
+// cross-memory attach, or with the chunks forced, every get does (chunked_gets_only).
+TransportLimits settled_limits(TransportLimits limits, std::string_view transport,
+                               const EnvSettings& s);
+
 }  // namespace rmp::rt

@@ -230,13 +230,14 @@ int main(int argc, char** argv) {
         rmp::rt::ParamsInput in = rmp::rt::params_input_from_environment();
         if (profile_given) in.env.insert_or_assign("RMP_PROFILE", profile);
         in.transport = transport;
-        in.limits = rmp::rt::declared_limits(transport);
+        // The other RMP_ settings (RMP_STATS, RMP_CALIBRATE, ...): refused here as a rank
+        // would refuse them at start-up; and they settle the transport's limits as a rank's.
+        const rmp::rt::EnvSettings settings = rmp::rt::resolve_env_settings(in);
+        in.limits =
+            rmp::rt::settled_limits(rmp::rt::declared_limits(transport), transport, settings);
         in.calibrated.reset();
         in.not_calibrated_reason = "rinfo measures nothing; ranks calibrate at start-up";
         const rmp::rt::ParamSet set = rmp::rt::resolve_params(in);
-        // The other RMP_ settings (RMP_STATS, RMP_CALIBRATE, ...): refused here as a rank
-        // would refuse them at start-up.
-        (void)rmp::rt::resolve_env_settings(in);
         if (!json) {
           std::cout << "rmp " << RMP_VERSION << " parameters: transport "
                     << (transport.empty() ? "(all)" : transport) << ", profile "

@@ -60,6 +60,24 @@ TEST(CollErrors, BcastCountsDiffer_TruncateNamingTheCollective) {
   w.barrier();  // the truncated receive took the message: the world goes on
 }
 
+// The same for scatter (point-to-point only): its block error is said as scatter's, not as
+// scatterv's, whose code it shares. Two ranks: rank 1's count is half the root's.
+TEST(CollErrors, ScatterCountsDiffer_TruncateNamingScatter) {
+  const char* check = std::getenv("RMP_COLL_CHECK");
+  if (size() != 2 || (check && std::string(check) == "1"))
+    GTEST_SKIP() << "needs 2 ranks, without RMP_COLL_CHECK=1 (which refuses the call first)";
+  const rmp::Comm& w = rmp::world();
+  std::vector<int> all(16, 7), mine(8, 0);
+  if (rank() == 0) {
+    w.scatter(all.data(), 8, mine.data(), 0);
+  } else {
+    expect_error([&] { w.scatter(all.data(), 4, mine.data(), 0); }, Errc::truncate,
+                 {"scatter: the block from rank 0", "(16 bytes)"},
+                 "scatter with the smaller count");
+  }
+  w.barrier();
+}
+
 TEST(CollErrors, NullBufferWithCount_InvalidArgument) {
   const rmp::Comm& w = rmp::world();
   std::vector<int> v(size() * 4);

@@ -122,11 +122,11 @@ TypeOp pair_for(std::size_t i) {
   static const std::vector<TypeOp> pairs = all_pairs();
   return pairs[i % pairs.size()];
 }
-// Where a sweep at n ranks starts in that cycle: each rank count takes the next pairs (one
-// rank count's calls are fewer than the pairs), not the same first ones again.
-std::size_t sweep_start(int n, std::size_t base) {
-  return base + 43 * static_cast<std::size_t>(n);  // 43 and the 87 pairs: coprime
-}
+// Where a sweep at n ranks starts in that cycle: each rank count 11 pairs further on, so that
+// the windows of rank counts 1-8 together cover all 87 pairs in each sweep (its calls at one
+// rank count, 18 and more, are fewer than the pairs). (43, coprime too, left two windows:
+// 86 = −1 mod 87.)
+std::size_t sweep_start(int n, std::size_t base) { return base + 11 * static_cast<std::size_t>(n); }
 
 // memcpy that accepts the null data() of an empty vector (memcpy itself may not).
 void copy_in(void* dst, const void* src, std::size_t n) {
@@ -546,7 +546,9 @@ TEST(CollThreads, Allreduce_EveryOpAndElementType_EveryAlgorithm) {
 // Every op × type pair through every algorithm of every reducing collective, with vectors one
 // element past a segment of that type (so a segment boundary falls inside every call), at a
 // non-power-of-two rank count and a power of two.
-TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AcrossASegment) {
+// Every op × type pair through every algorithm of every reducing collective, with vectors of
+// a segment of that type −1/0/+1 elements, at a non-power-of-two rank count and a power of two.
+TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AtSegmentEdges) {
   SmallSegments small;
   const std::pair<const char*, ReduceFn> reduces[] = {{"binomial", coll::reduce_binomial},
                                                       {"rabenseifner", coll::reduce_rabenseifner},
@@ -566,48 +568,49 @@ TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AcrossASegment
       [&](ThreadRank& t, Failures& f) {
         const int n = t.world.size(), me = t.world.rank(), root = n - 1;
         std::uint64_t salt = 3000;
-        for (TypeOp p : all_pairs()) {
-          const std::size_t es = esize_of(p.t), count = kSeg / es + 1;
-          const std::string what =
-              std::string(" ") + coll::type_name(p.t) + " " + coll::op_name(p.op);
-          auto in = input(p.t, p.op, me, count, ++salt);
-          const auto expected = reference(p.t, p.op, 0, n, 0, count, salt);
-          for (auto [name, fn] : reduces) {
-            std::vector<std::byte> out(count * es, std::byte{0xee});
-            fn(t.world, in.data(), out.data(), count, es, p.t, p.op, root);
-            if (me == root)
-              f.same_values(p.t, out.data(), expected.data(), count,
-                            where(name, n, me, count, root) + what);
-          }
-          for (auto [name, fn] : kAllreduce) {
-            std::vector<std::byte> out(count * es, std::byte{0xee});
-            fn(t.world, in.data(), out.data(), count, es, p.t, p.op);
-            f.same_values(p.t, out.data(), expected.data(), count,
-                          where(name, n, me, count) + what);
-          }
-          for (bool exclusive : {false, true})
-            for (auto [name, fn] : scans) {
+        for (TypeOp p : all_pairs())
+          for (std::size_t edge = 0; edge < 3; ++edge) {
+            const std::size_t es = esize_of(p.t), count = kSeg / es - 1 + edge;
+            const std::string what =
+                std::string(" ") + coll::type_name(p.t) + " " + coll::op_name(p.op);
+            auto in = input(p.t, p.op, me, count, ++salt);
+            const auto expected = reference(p.t, p.op, 0, n, 0, count, salt);
+            for (auto [name, fn] : reduces) {
               std::vector<std::byte> out(count * es, std::byte{0xee});
-              fn(t.world, in.data(), out.data(), count, es, p.t, p.op, exclusive);
-              if (exclusive && me == 0) continue;  // rank 0's exscan output is undefined
-              const int upto = exclusive ? me : me + 1;
-              f.same_values(p.t, out.data(), reference(p.t, p.op, 0, upto, 0, count, salt).data(),
-                            count,
-                            where(name, n, me, count) + (exclusive ? " exscan" : " scan") + what);
+              fn(t.world, in.data(), out.data(), count, es, p.t, p.op, root);
+              if (me == root)
+                f.same_values(p.t, out.data(), expected.data(), count,
+                              where(name, n, me, count, root) + what);
             }
-          // reduce_scatter_block: a block of `count` each.
-          auto all = input(p.t, p.op, me, count * static_cast<std::size_t>(n), salt);
-          const std::vector<std::size_t> blocks(static_cast<std::size_t>(n), count);
-          for (auto [name, fn] : scatters) {
-            std::vector<std::byte> out(count * es, std::byte{0xee});
-            fn(t.world, all.data(), out.data(), blocks, es, p.t, p.op);
-            f.same_values(
-                p.t, out.data(),
-                reference(p.t, p.op, 0, n, count * static_cast<std::size_t>(me), count, salt)
-                    .data(),
-                count, where(name, n, me, count) + " reduce_scatter" + what);
+            for (auto [name, fn] : kAllreduce) {
+              std::vector<std::byte> out(count * es, std::byte{0xee});
+              fn(t.world, in.data(), out.data(), count, es, p.t, p.op);
+              f.same_values(p.t, out.data(), expected.data(), count,
+                            where(name, n, me, count) + what);
+            }
+            for (bool exclusive : {false, true})
+              for (auto [name, fn] : scans) {
+                std::vector<std::byte> out(count * es, std::byte{0xee});
+                fn(t.world, in.data(), out.data(), count, es, p.t, p.op, exclusive);
+                if (exclusive && me == 0) continue;  // rank 0's exscan output is undefined
+                const int upto = exclusive ? me : me + 1;
+                f.same_values(p.t, out.data(), reference(p.t, p.op, 0, upto, 0, count, salt).data(),
+                              count,
+                              where(name, n, me, count) + (exclusive ? " exscan" : " scan") + what);
+              }
+            // reduce_scatter_block: a block of `count` each.
+            auto all = input(p.t, p.op, me, count * static_cast<std::size_t>(n), salt);
+            const std::vector<std::size_t> blocks(static_cast<std::size_t>(n), count);
+            for (auto [name, fn] : scatters) {
+              std::vector<std::byte> out(count * es, std::byte{0xee});
+              fn(t.world, all.data(), out.data(), blocks, es, p.t, p.op);
+              f.same_values(
+                  p.t, out.data(),
+                  reference(p.t, p.op, 0, n, count * static_cast<std::size_t>(me), count, salt)
+                      .data(),
+                  count, where(name, n, me, count) + " reduce_scatter" + what);
+            }
           }
-        }
       },
       {3, 4});
 }

@@ -227,8 +227,43 @@ TEST(KnobEffects, EagerThreshold_NoCrossMemoryAttach_StartsWithTheFirstPiece) {
     return v;
   };
   EXPECT_EQ(threshold(), 30000u);  // (0.5 + 0.25) us × 40 GB/s
+  // The chunks forced: the same with cross-memory attach on.
+  for (const char* copy : {"chunks", "streaming"}) {
+    ScopedEnv forced("RMP_SHM_COPY", copy);
+    EXPECT_EQ(threshold(), 85536u) << "RMP_SHM_COPY=" << copy;
+  }
   ScopedEnv cma("RMP_SHM_CMA", "0");
   EXPECT_EQ(threshold(), 85536u);  // (0.5 + 1.6384) us × 40 GB/s
+  // What rinfo --params and rmp::effective_params print comes from the same limits.
+  rmp::rt::ParamsInput in = rmp::rt::params_input_from_environment();
+  in.transport = "shm";
+  in.limits = rmp::rt::settled_limits(rmp::rt::declared_limits("shm"), "shm",
+                                      rmp::rt::resolve_env_settings(in));
+  EXPECT_EQ(rmp::rt::resolve_params(in).values.eager_threshold, 85536u);
+}
+
+// settled_limits: the shm settings that decide how gets start.
+TEST(KnobEffects, SettledLimits_ShmCopySettings) {
+  using rmp::rt::ShmCopy;
+  const rmp::rt::TransportLimits shm = rmp::rt::declared_limits("shm");
+  auto settled = [&](bool cma, ShmCopy copy) {
+    rmp::rt::EnvSettings s;
+    s.shm_cma = cma;
+    s.shm_copy = copy;
+    return rmp::rt::settled_limits(shm, "shm", s);
+  };
+  EXPECT_FALSE(settled(true, ShmCopy::auto_).chunked_gets_only);
+  EXPECT_EQ(settled(true, ShmCopy::auto_).get_fill_bytes, shm.get_fill_bytes);
+  for (ShmCopy c : {ShmCopy::single, ShmCopy::split}) {
+    EXPECT_EQ(settled(true, c).get_fill_bytes, 0u);    // never through the chunks
+    EXPECT_TRUE(settled(false, c).chunked_gets_only);  // no cross-memory attach: the chunks
+  }
+  for (ShmCopy c : {ShmCopy::chunks, ShmCopy::streaming, ShmCopy::auto_})
+    EXPECT_EQ(settled(c == ShmCopy::auto_, c).chunked_gets_only, c != ShmCopy::auto_);
+  EXPECT_TRUE(settled(false, ShmCopy::auto_).chunked_gets_only);
+  rmp::rt::EnvSettings off;
+  off.shm_cma = false;
+  EXPECT_FALSE(rmp::rt::settled_limits(shm, "tcp", off).chunked_gets_only);
 }
 
 TEST(KnobEffects, EagerThreshold_MovesMessagesBetweenEagerAndRendezvous) {
