@@ -453,18 +453,31 @@ const std::pair<const char*, AllreduceFn> kAllreduce[] = {
     {"iallreduce binomial", iallreduce_binomial},
     {"iallreduce rabenseifner", iallreduce_rabenseifner}};
 
+const std::pair<const char*, ReduceFn> kReduces[] = {{"binomial", coll::reduce_binomial},
+                                                     {"rabenseifner", coll::reduce_rabenseifner},
+                                                     {"shm", reduce_shm},
+                                                     {"shm_direct", reduce_shm_direct}};
+
+using ReduceScatterFn = void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t,
+                                 Type, Op);
+const std::pair<const char*, ReduceScatterFn> kReduceScatters[] = {
+    {"recursive_halving", coll::reduce_scatter_recursive_halving},
+    {"ring", coll::reduce_scatter_ring},
+    {"shm", reduce_scatter_shm}};
+
+using ScanFn = void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op,
+                        bool);
+const std::pair<const char*, ScanFn> kScans[] = {
+    {"recursive_doubling", coll::scan_recursive_doubling}, {"chain", coll::scan_chain}};
+
 }  // namespace
 
 TEST(CollThreads, Reduce_EveryAlgorithmRankCountSizeAndRoot) {
   SmallSegments small;
-  const std::pair<const char*, ReduceFn> algos[] = {{"binomial", coll::reduce_binomial},
-                                                    {"rabenseifner", coll::reduce_rabenseifner},
-                                                    {"shm", reduce_shm},
-                                                    {"shm_direct", reduce_shm_direct}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::size_t k = sweep_start(n, 0);
-    for (auto [name, fn] : algos)
+    for (auto [name, fn] : kReduces)
       for (std::size_t edge = 0; edge < kCountEdges; ++edge)
         for (int root : roots_for(n)) {
           const auto [type, op] = pair_for(k++);
@@ -543,27 +556,10 @@ TEST(CollThreads, Allreduce_EveryOpAndElementType_EveryAlgorithm) {
       {3, 4});
 }
 
-// Every op × type pair through every algorithm of every reducing collective, with vectors one
-// element past a segment of that type (so a segment boundary falls inside every call), at a
-// non-power-of-two rank count and a power of two.
 // Every op × type pair through every algorithm of every reducing collective, with vectors of
 // a segment of that type −1/0/+1 elements, at a non-power-of-two rank count and a power of two.
 TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AtSegmentEdges) {
   SmallSegments small;
-  const std::pair<const char*, ReduceFn> reduces[] = {{"binomial", coll::reduce_binomial},
-                                                      {"rabenseifner", coll::reduce_rabenseifner},
-                                                      {"shm", reduce_shm},
-                                                      {"shm_direct", reduce_shm_direct}};
-  using ScatterFn =
-      void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t, Type, Op);
-  const std::pair<const char*, ScatterFn> scatters[] = {
-      {"recursive_halving", coll::reduce_scatter_recursive_halving},
-      {"ring", coll::reduce_scatter_ring},
-      {"shm", reduce_scatter_shm}};
-  using ScanFn =
-      void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op, bool);
-  const std::pair<const char*, ScanFn> scans[] = {
-      {"recursive_doubling", coll::scan_recursive_doubling}, {"chain", coll::scan_chain}};
   for_rank_counts(
       [&](ThreadRank& t, Failures& f) {
         const int n = t.world.size(), me = t.world.rank(), root = n - 1;
@@ -575,7 +571,7 @@ TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AtSegmentEdges
                 std::string(" ") + coll::type_name(p.t) + " " + coll::op_name(p.op);
             auto in = input(p.t, p.op, me, count, ++salt);
             const auto expected = reference(p.t, p.op, 0, n, 0, count, salt);
-            for (auto [name, fn] : reduces) {
+            for (auto [name, fn] : kReduces) {
               std::vector<std::byte> out(count * es, std::byte{0xee});
               fn(t.world, in.data(), out.data(), count, es, p.t, p.op, root);
               if (me == root)
@@ -589,7 +585,7 @@ TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AtSegmentEdges
                             where(name, n, me, count) + what);
             }
             for (bool exclusive : {false, true})
-              for (auto [name, fn] : scans) {
+              for (auto [name, fn] : kScans) {
                 std::vector<std::byte> out(count * es, std::byte{0xee});
                 fn(t.world, in.data(), out.data(), count, es, p.t, p.op, exclusive);
                 if (exclusive && me == 0) continue;  // rank 0's exscan output is undefined
@@ -601,7 +597,7 @@ TEST(CollThreads, Reductions_EveryOpAndElementType_EveryAlgorithm_AtSegmentEdges
             // reduce_scatter_block: a block of `count` each.
             auto all = input(p.t, p.op, me, count * static_cast<std::size_t>(n), salt);
             const std::vector<std::size_t> blocks(static_cast<std::size_t>(n), count);
-            for (auto [name, fn] : scatters) {
+            for (auto [name, fn] : kReduceScatters) {
               std::vector<std::byte> out(count * es, std::byte{0xee});
               fn(t.world, all.data(), out.data(), blocks, es, p.t, p.op);
               f.same_values(
@@ -687,15 +683,19 @@ TEST(CollThreads, GatherScatter_EveryAlgorithmRankCountRootAndLayout) {
   });
 }
 
+namespace {
+using AllgatherFn = void (*)(const CommImpl&, const void*, void*, const Layout&);
+const std::pair<const char*, AllgatherFn> kAllgathers[] = {
+    {"recursive_doubling", coll::allgather_recursive_doubling},
+    {"bruck", coll::allgather_bruck},
+    {"ring", coll::allgather_ring},
+    {"shm", allgather_shm},
+    {"shm_direct", allgather_shm_direct}};
+}  // namespace
+
 TEST(CollThreads, Allgather_EveryAlgorithmRankCountAndLayout) {
   SmallSegments small;
-  using Fn = void (*)(const CommImpl&, const void*, void*, const Layout&);
-  const std::pair<const char*, Fn> algos[] = {
-      {"recursive_doubling", coll::allgather_recursive_doubling},
-      {"bruck", coll::allgather_bruck},
-      {"ring", coll::allgather_ring},
-      {"shm", allgather_shm},
-      {"shm_direct", allgather_shm_direct}};
+  const auto& algos = kAllgathers;
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::uint64_t salt = 2000;
@@ -796,15 +796,10 @@ TEST(CollThreads, Alltoall_EveryAlgorithmRankCountAndLayout) {
 
 TEST(CollThreads, ReduceScatter_EveryAlgorithmRankCountAndCounts) {
   SmallSegments small;
-  using Fn = void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t, Type, Op);
-  const std::pair<const char*, Fn> algos[] = {
-      {"recursive_halving", coll::reduce_scatter_recursive_halving},
-      {"ring", coll::reduce_scatter_ring},
-      {"shm", reduce_scatter_shm}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::size_t k = sweep_start(n, 500);
-    for (auto [name, fn] : algos) {
+    for (auto [name, fn] : kReduceScatters) {
       // Blocks of 0, 1 and the segment −1/0/+1 elements of the call's type
       // (reduce_scatter_block), then counts of every size (v_counts).
       for (std::size_t shape = 0; shape < 6; ++shape) {
@@ -833,14 +828,10 @@ TEST(CollThreads, ReduceScatter_EveryAlgorithmRankCountAndCounts) {
 
 TEST(CollThreads, ScanExscan_EveryAlgorithmRankCountAndSize) {
   SmallSegments small;
-  using Fn =
-      void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op, bool);
-  const std::pair<const char*, Fn> algos[] = {{"recursive_doubling", coll::scan_recursive_doubling},
-                                              {"chain", coll::scan_chain}};
   for_rank_counts([&](ThreadRank& t, Failures& f) {
     const int n = t.world.size(), me = t.world.rank();
     std::size_t k = sweep_start(n, 700);
-    for (auto [name, fn] : algos)
+    for (auto [name, fn] : kScans)
       for (bool exclusive : {false, true})
         for (std::size_t edge = 0; edge < kCountEdges; ++edge) {
           const auto [type, op] = pair_for(k++);
@@ -924,35 +915,23 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           const std::size_t block = (1u << 20) / static_cast<std::size_t>(n) + 1;
           std::vector<std::byte> out(block * n);
           auto mine = pattern_block(me, block, 5);
-          using Fn = void (*)(const CommImpl&, const void*, void*, const Layout&);
-          const std::pair<const char*, Fn> allgathers[] = {
-              {"allgather_recursive_doubling", coll::allgather_recursive_doubling},
-              {"allgather_bruck", coll::allgather_bruck},
-              {"allgather_ring", coll::allgather_ring},
-              {"allgather_shm", allgather_shm},
-              {"allgather_shm_direct", allgather_shm_direct}};
-          for (auto [name, fn] : allgathers) {
+          for (auto [name, fn] : kAllgathers) {
             std::fill(out.begin(), out.end(), std::byte{0xee});
             fn(t.world, mine.data(), out.data(), Layout::uniform(block));
             for (int r = 0; r < n; ++r)
               f.equal(out.data() + r * block, pattern_block(r, block, 5).data(), block,
-                      where(name, n, me, block));
+                      where((std::string("allgather_") + name).c_str(), n, me, block));
           }
           std::vector<std::size_t> counts(n, block / 4);
           auto rin = input(Type::i32, Op::sum, me, block / 4 * n, 6);
           std::vector<std::byte> rout(block / 4 * 4);
-          using ScatterFn =
-              void (*)(const CommImpl&, const void*, void*, coll::sizes, std::size_t, Type, Op);
-          const std::pair<const char*, ScatterFn> scatters[] = {
-              {"reduce_scatter_recursive_halving", coll::reduce_scatter_recursive_halving},
-              {"reduce_scatter_ring", coll::reduce_scatter_ring},
-              {"reduce_scatter_shm", reduce_scatter_shm}};
-          for (auto [name, fn] : scatters) {
+          for (auto [name, fn] : kReduceScatters) {
             std::fill(rout.begin(), rout.end(), std::byte{0xee});
             fn(t.world, rin.data(), rout.data(), counts, 4, Type::i32, Op::sum);
             f.equal(rout.data(),
                     reference(Type::i32, Op::sum, 0, n, me * (block / 4), block / 4, 6).data(),
-                    rout.size(), where(name, n, me, block / 4));
+                    rout.size(),
+                    where((std::string("reduce_scatter_") + name).c_str(), n, me, block / 4));
           }
           std::vector<std::byte> ain(block * n), aout(block * n);
           for (int d = 0; d < n; ++d)
@@ -1002,17 +981,12 @@ TEST(CollThreads, Large_EveryAlgorithmFamily_FewMiB) {
           if (me > 0)
             f.equal(out.data(), reference(Type::f64, Op::max, 0, me, 0, count / 2, 10).data(),
                     out.size(), where("exscan_recursive_doubling", n, me, count / 2));
-          const std::pair<const char*, ReduceFn> reduces[] = {
-              {"reduce_binomial", coll::reduce_binomial},
-              {"reduce_rabenseifner", coll::reduce_rabenseifner},
-              {"reduce_shm", reduce_shm},
-              {"reduce_shm_direct", reduce_shm_direct}};
-          for (auto [name, fn] : reduces) {
+          for (auto [name, fn] : kReduces) {
             std::fill(out.begin(), out.end(), std::byte{0xee});
             fn(t.world, in.data(), out.data(), count / 2, 8, Type::f64, Op::max, n - 1);
             if (me == n - 1)
               f.equal(out.data(), reference(Type::f64, Op::max, 0, n, 0, count / 2, 10).data(),
-                      out.size(), where(name, n, me, count / 2));
+                      out.size(), where((std::string("reduce_") + name).c_str(), n, me, count / 2));
           }
         }
       },

@@ -195,23 +195,25 @@ TEST(KnobEffects, GetFillBytes_DeclaredIsWhatTheTransportUses) {
 // figures (copy_bw 40 GB/s, link 20 GB/s, rtt 0.5 us) and a set-up of 3 us, above the first
 // piece's 2 x 16 KiB / 20 GB/s = 1.6384 us: 40e9 x 2.1384 us = 85536 against 40e9 x 3.5 us =
 // 140000.
+// The eager threshold a 2-rank job's rank 0 runs with (ranks as threads).
+std::size_t rank0_eager_threshold() {
+  std::size_t v = 0;
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    if (t.ctx.rank() == 0) v = t.ctx.params().eager_threshold;
+  });
+  return v;
+}
+
 TEST(KnobEffects, EagerThreshold_ForcedSingleCopy_StartsWithTheSetUp) {
   ScopedEnv cal("RMP_CALIBRATE", "0");
   ScopedEnv setup("RMP_RNDV_SETUP_US", "3");
-  const auto threshold = [] {
-    std::size_t v = 0;
-    run_thread_ranks(2, [&](ThreadRank& t) {
-      if (t.ctx.rank() == 0) v = t.ctx.params().eager_threshold;
-    });
-    return v;
-  };
-  EXPECT_EQ(threshold(), 85536u);
+  EXPECT_EQ(rank0_eager_threshold(), 85536u);
   for (const char* copy : {"single", "split"}) {
     ScopedEnv forced("RMP_SHM_COPY", copy);
-    EXPECT_EQ(threshold(), 140000u) << "RMP_SHM_COPY=" << copy;
+    EXPECT_EQ(rank0_eager_threshold(), 140000u) << "RMP_SHM_COPY=" << copy;
   }
   ScopedEnv chunks("RMP_SHM_COPY", "chunks");
-  EXPECT_EQ(threshold(), 85536u) << "RMP_SHM_COPY=chunks";
+  EXPECT_EQ(rank0_eager_threshold(), 85536u) << "RMP_SHM_COPY=chunks";
 }
 
 // Without cross-memory attach there is no single copy: a get starts with its first piece through
@@ -219,21 +221,14 @@ TEST(KnobEffects, EagerThreshold_ForcedSingleCopy_StartsWithTheSetUp) {
 TEST(KnobEffects, EagerThreshold_NoCrossMemoryAttach_StartsWithTheFirstPiece) {
   ScopedEnv cal("RMP_CALIBRATE", "0");
   ScopedEnv setup("RMP_RNDV_SETUP_US", "0.25");
-  const auto threshold = [] {
-    std::size_t v = 0;
-    run_thread_ranks(2, [&](ThreadRank& t) {
-      if (t.ctx.rank() == 0) v = t.ctx.params().eager_threshold;
-    });
-    return v;
-  };
-  EXPECT_EQ(threshold(), 30000u);  // (0.5 + 0.25) us × 40 GB/s
+  EXPECT_EQ(rank0_eager_threshold(), 30000u);  // (0.5 + 0.25) us × 40 GB/s
   // The chunks forced: the same with cross-memory attach on.
   for (const char* copy : {"chunks", "streaming"}) {
     ScopedEnv forced("RMP_SHM_COPY", copy);
-    EXPECT_EQ(threshold(), 85536u) << "RMP_SHM_COPY=" << copy;
+    EXPECT_EQ(rank0_eager_threshold(), 85536u) << "RMP_SHM_COPY=" << copy;
   }
   ScopedEnv cma("RMP_SHM_CMA", "0");
-  EXPECT_EQ(threshold(), 85536u);  // (0.5 + 1.6384) us × 40 GB/s
+  EXPECT_EQ(rank0_eager_threshold(), 85536u);  // (0.5 + 1.6384) us × 40 GB/s
   // What rinfo --params and rmp::effective_params print comes from the same limits.
   rmp::rt::ParamsInput in = rmp::rt::params_input_from_environment();
   in.transport = "shm";
