@@ -284,9 +284,7 @@ std::vector<ParamInfo> Context::effective_params(std::string_view transport) con
   if (transport.empty() || transport == "shm") return params_.rows;
   ParamsInput in = params_input_from_environment();
   in.transport = std::string(transport);
-  in.limits =
-      settled_limits(transport == "shm" ? shm_limits(am_header_bytes_) : declared_limits(transport),
-                     transport, settings_);
+  in.limits = settled_limits(declared_limits(transport), transport, settings_);  // not shm: above
   in.not_calibrated_reason = "no " + in.transport + " calibration yet";
   in.oversubscribed = oversubscribed_;
   return resolve_params(in).rows;

@@ -30,8 +30,8 @@ struct TransportLimits {
   std::size_t max_rd_atom = 64;         // verbs max_qp_rd_atom; 64 elsewhere
   std::size_t min_pipeline_depth = 2;   // 1 where the NIC moves data, 2 for chunked copies
   std::size_t get_fill_bytes = 0;       // TransportCaps::get_fill_bytes (shm: 16 KiB)
-  // Every get goes through the chunks (shm with RMP_SHM_CMA=0): no single copy, so its
-  // set-up (rndv_setup_us) is no get's start.
+  // Every get goes through the chunks (shm with RMP_SHM_CMA=0 or the chunks forced:
+  // settled_limits): no single copy, so its set-up (rndv_setup_us) is no get's start.
   bool chunked_gets_only = false;
 };
 
