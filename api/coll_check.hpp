@@ -2,8 +2,9 @@
 // what they were called with (an allgather of one fixed-size record each) and every rank
 // throws the same rmp::Error when they disagree: different collectives, roots, element types,
 // ops or counts, or one rank's own arguments rejected. Without it such a program (erroneous in
-// MPI) may hang, or deliver part of the data: the node-shared paths trust every rank to move
-// the same bytes. The check costs a small allgather per call, so it is off unless asked for
+// MPI) throws on the node-shared paths only at the ranks that wait for the one that differs
+// (collectives/node_shared.hpp: CallSig), and on point-to-point algorithms may hang or deliver
+// part of the data. The check costs a small allgather per call, so it is off unless asked for
 // (as MPICH's collective checking is); the setting is rank 0's (Context::coll_check), so that
 // all ranks check or none does.
 //

@@ -8,9 +8,31 @@
 #include "collectives/select.hpp"
 
 namespace rmp::coll {
+namespace {
+
+CallSig reduction(Coll k, std::size_t bytes, std::size_t esize, Type t, Op op, int root = -1) {
+  return {.kind = k,
+          .bytes = bytes,
+          .esize = static_cast<std::uint32_t>(esize),
+          .root = root,
+          .type = static_cast<int>(t),
+          .op = static_cast<int>(op)};
+}
+
+// A count array as CallSig::counts: each entry weighted by its place, so that the same counts
+// in another order differ.
+std::uint64_t weighted(sizes counts, int n) {
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
+    sum += (2 * i + 1) * 0x9e3779b97f4a7c15ULL * (counts[i] + 1);
+  return sum;
+}
+
+}  // namespace
 
 void barrier(const CommImpl& c) {
   NodeShared* ns = may_use_node_shared(Coll::barrier, c) ? node_shared(c) : nullptr;
+  CallScope scope(c, ns, {.kind = Coll::barrier});
   switch (choose<BarrierAlgo>(Coll::barrier, c, 0, ns != nullptr)) {
     case BarrierAlgo::dissemination:
       return barrier_dissemination(c);
@@ -21,10 +43,14 @@ void barrier(const CommImpl& c) {
 
 void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
   NodeShared* ns = may_use_node_shared(Coll::bcast, c) ? node_shared(c) : nullptr;
+  CallScope scope(c, ns, {.kind = Coll::bcast, .bytes = bytes, .root = root});
   auto algo = choose<BcastAlgo>(Coll::bcast, c, bytes, ns != nullptr);
   const PathChoice path(c, algo == BcastAlgo::shm ? ns : nullptr, Coll::bcast, bytes,
                         bcast_decider(c, ns, root));
-  if (path.p2p()) algo = choose<BcastAlgo>(Coll::bcast, c, bytes);
+  if (path.p2p()) {
+    scope.watch_p2p();  // its waits are point-to-point ones
+    algo = choose<BcastAlgo>(Coll::bcast, c, bytes);
+  }
   if (path.direct()) algo = BcastAlgo::shm_direct;
   switch (algo) {
     case BcastAlgo::binomial:
@@ -44,6 +70,7 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
             Type t, Op op, int root) {
   const std::size_t bytes = count * esize;
   NodeShared* ns = may_use_node_shared(Coll::reduce, c) ? node_shared(c) : nullptr;
+  CallScope scope(c, ns, reduction(Coll::reduce, bytes, esize, t, op, root));
   auto algo = choose<ReduceAlgo>(Coll::reduce, c, bytes, ns != nullptr);
   // Floating sums and products are not associative: the node-shared reduce and the tree
   // algorithms combine in different orders, so choosing between them by measurement would
@@ -52,7 +79,10 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
   const bool exact = t != Type::f32 && t != Type::f64 && t != Type::c32 && t != Type::c64;
   const PathChoice path(c, algo == ReduceAlgo::shm ? ns : nullptr, Coll::reduce, bytes, root,
                         exact);
-  if (path.p2p()) algo = choose<ReduceAlgo>(Coll::reduce, c, bytes);
+  if (path.p2p()) {
+    scope.watch_p2p();  // its waits are point-to-point ones
+    algo = choose<ReduceAlgo>(Coll::reduce, c, bytes);
+  }
   if (path.direct()) algo = ReduceAlgo::shm_direct;
   switch (algo) {
     case ReduceAlgo::binomial:
@@ -70,6 +100,7 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
                Type t, Op op) {
   const std::size_t bytes = count * esize;
   NodeShared* ns = may_use_node_shared(Coll::allreduce, c) ? node_shared(c) : nullptr;
+  CallScope scope(c, ns, reduction(Coll::allreduce, bytes, esize, t, op));
   auto algo = choose<AllreduceAlgo>(Coll::allreduce, c, bytes, ns != nullptr);
   const PathChoice path(c, algo == AllreduceAlgo::shm ? ns : nullptr, Coll::allreduce, bytes, 0);
   if (path.direct()) algo = AllreduceAlgo::shm_direct;
@@ -90,8 +121,12 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op, Compression comp) {
   if (comp == Compression::none) return allreduce(c, in, out, count, esize, t, op);
-  if (NodeShared* ns = may_use_node_shared(Coll::allreduce, c) ? node_shared(c) : nullptr)
+  if (NodeShared* ns = may_use_node_shared(Coll::allreduce, c) ? node_shared(c) : nullptr) {
+    CallSig s = reduction(Coll::allreduce, count * esize, esize, t, op);
+    s.comp = static_cast<int>(comp);
+    CallScope scope(c, ns, s);
     return shm_allreduce_compressed(c, *ns, in, out, count, esize, t, op, comp);
+  }
   allreduce_compressed(c, in, out, count, esize, t, op, comp);
 }
 
@@ -142,13 +177,18 @@ void scatterv(const CommImpl& c, const void* in, sizes counts, sizes displs, voi
 
 namespace {
 
-void allgather_with(Coll k, const CommImpl& c, const void* in, void* out, const Layout& l,
+void allgather_with(const CallSig& s, const CommImpl& c, const void* in, void* out, const Layout& l,
                     std::size_t total) {
+  const Coll k = s.kind;
   NodeShared* ns = may_use_node_shared(k, c) ? node_shared(c) : nullptr;
+  CallScope scope(c, ns, s);
   auto algo = choose<AllgatherAlgo>(k, c, total, ns != nullptr);
   const PathChoice path(c, algo == AllgatherAlgo::shm ? ns : nullptr, k,
                         total / static_cast<std::size_t>(c.size()), 0);
-  if (path.p2p()) algo = choose<AllgatherAlgo>(k, c, total);
+  if (path.p2p()) {
+    scope.watch_p2p();  // its waits are point-to-point ones
+    algo = choose<AllgatherAlgo>(k, c, total);
+  }
   if (path.direct()) algo = AllgatherAlgo::shm_direct;
   switch (algo) {
     case AllgatherAlgo::recursive_doubling:
@@ -168,14 +208,19 @@ void allgather_with(Coll k, const CommImpl& c, const void* in, void* out, const 
 
 void allgather(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());
-  allgather_with(Coll::allgather, c, in, out, Layout::uniform(bytes), total);
+  allgather_with({.kind = Coll::allgather, .bytes = bytes}, c, in, out, Layout::uniform(bytes),
+                 total);
 }
 
 void allgatherv(const CommImpl& c, const void* in, std::size_t, void* out, sizes counts,
                 sizes displs, std::size_t esize) {
   std::size_t total = 0;  // counts are the same on every rank (displs need not be)
   for (int i = 0; i < c.size(); ++i) total += counts[static_cast<std::size_t>(i)];
-  allgather_with(Coll::allgatherv, c, in, out, Layout(counts, displs, esize), total * esize);
+  allgather_with({.kind = Coll::allgatherv,
+                  .bytes = total * esize,
+                  .esize = static_cast<std::uint32_t>(esize),
+                  .counts = weighted(counts, c.size())},
+                 c, in, out, Layout(counts, displs, esize), total * esize);
 }
 
 void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
@@ -183,9 +228,13 @@ void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());
   NodeShared* ns = may_use_node_shared(Coll::alltoall, c) ? node_shared(c) : nullptr;
   if (ns && !shm_alltoall_fits(c, *ns)) ns = nullptr;
+  CallScope scope(c, ns, {.kind = Coll::alltoall, .bytes = bytes});
   auto algo = choose<AlltoallAlgo>(Coll::alltoall, c, total, ns != nullptr);
   const PathChoice path(c, algo == AlltoallAlgo::shm ? ns : nullptr, Coll::alltoall, bytes, 0);
-  if (path.p2p()) algo = choose<AlltoallAlgo>(Coll::alltoall, c, total);
+  if (path.p2p()) {
+    scope.watch_p2p();  // its waits are point-to-point ones
+    algo = choose<AlltoallAlgo>(Coll::alltoall, c, total);
+  }
   if (path.direct()) algo = AlltoallAlgo::shm_direct;
   switch (algo) {
     case AlltoallAlgo::pairwise:
@@ -221,6 +270,9 @@ void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, 
   for (int i = 0; i < c.size(); ++i) total += counts[static_cast<std::size_t>(i)];
   const Coll k = block ? Coll::reduce_scatter_block : Coll::reduce_scatter;
   NodeShared* ns = may_use_node_shared(k, c) ? node_shared(c) : nullptr;
+  CallSig s = reduction(k, total * esize, esize, t, op);
+  s.counts = weighted(counts, c.size());
+  CallScope scope(c, ns, s);
   switch (choose<ReduceScatterAlgo>(k, c, total * esize, ns != nullptr)) {
     case ReduceScatterAlgo::recursive_halving:
       return reduce_scatter_recursive_halving(c, in, out, counts, esize, t, op);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
@@ -70,10 +71,35 @@ constexpr std::size_t kSmallStride =
 // last round in which its push failed.
 // Rank 0's cleared line counts the times its segment was cleared for a new communicator
 // (NodeShared::reuse); the clear keeps it and the pid lines.
+// Then the record of the rank's current call (CallScope, RecordLine).
 constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12,
                       kResultLine = 13, kPushedLine = 14, kConsumedLine = 15, kPushFailedLine = 16,
-                      kClearedLine = 17;
-static_assert((kClearedLine + 1) * sizeof(FlagLine) <= 4096);
+                      kClearedLine = 17, kRecordLine = 18;
+static_assert((kRecordLine + 1) * sizeof(FlagLine) <= 4096);
+
+// Call tags (CallSig): 16 bits of a hash of what the call was called with. A flag line's word
+// holds the generation above them; the round line and the small bcasts' published and the
+// small reduces' contributed lines hold a tag per round (round mod kRoundTags) or slot beside
+// their count (TagLine), written before the count that says the round or slot is ready.
+constexpr unsigned kTagBits = 16;
+constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
+constexpr std::size_t kRoundTags = 16;
+struct alignas(kLine) TagLine {
+  std::atomic<std::uint64_t> gen;
+  std::atomic<std::uint16_t> tag[(kLine - sizeof(std::uint64_t)) / sizeof(std::uint16_t)];
+};
+static_assert(sizeof(TagLine) == kLine && kRoundTags <= std::size(TagLine{}.tag) &&
+              kBcastSlots <= std::size(TagLine{}.tag) && kReduceSlots <= std::size(TagLine{}.tag));
+// A rank's record of its current call, written as a sequence lock: `begun` first, then the
+// fields, then `call` (a reader whose `begun` differs from the `call` it read saw a write
+// under way). `what` packs the collective, the element type + 1, the op + 1, the compression
+// and the root + 1; `out_of_step` is 1 once the state is out of step at this rank
+// (NodeShared::mark_out_of_step), the call's fields kept, so that the others can still say
+// how it differed.
+struct alignas(kLine) RecordLine {
+  std::atomic<std::uint64_t> call, begun, what, bytes, counts, esize, out_of_step;
+};
+static_assert(sizeof(RecordLine) == kLine);
 
 // Chunk geometry of the chunked paths, from the job's parameters (the same on every rank):
 // rounds of fragment_size bytes, pipeline_depth buffers per rank (at least two, so that a
@@ -83,8 +109,107 @@ std::size_t chunk_bytes(const rt::Params& p) {
   const std::size_t c = std::clamp<std::size_t>(p.fragment_size, 4096, std::size_t(1) << 20);
   return c / kLine * kLine;
 }
+constexpr std::size_t kMaxChunks = 16;
 std::size_t chunk_count(const rt::Params& p) {
-  return std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
+  return std::clamp<std::size_t>(p.pipeline_depth, 2, kMaxChunks);
+}
+// A round's tag is written again kRoundTags rounds later, once every rank is done with it
+// (wait_chunk_free waits for that nchunks rounds later).
+static_assert(kMaxChunks <= kRoundTags);
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A rank's record of a call (RecordLine), as read.
+struct Record {
+  std::uint64_t call = 0, what = 0, bytes = 0, counts = 0, esize = 0;
+  bool out_of_step = false;
+  Coll kind() const { return static_cast<Coll>(what & 0xff); }
+  int type() const { return static_cast<int>(what >> 8 & 0xff) - 1; }
+  int op() const { return static_cast<int>(what >> 16 & 0xff) - 1; }
+  int comp() const { return static_cast<int>(what >> 24 & 0xff); }
+  int root() const { return static_cast<int>(what >> 32) - 1; }
+  bool same_call(const Record& o) const {
+    return what == o.what && bytes == o.bytes && counts == o.counts && esize == o.esize;
+  }
+};
+
+Record record_of(std::uint64_t call, const CallSig& s) {
+  const auto byte = [](int v) { return static_cast<std::uint64_t>(v) & 0xff; };
+  return {call,
+          static_cast<std::uint64_t>(s.kind) | byte(s.type + 1) << 8 | byte(s.op + 1) << 16 |
+              byte(s.comp) << 24 | static_cast<std::uint64_t>(s.root + 1) << 32,
+          s.bytes,
+          s.counts,
+          s.esize,
+          false};
+}
+
+std::uint16_t tag_of(const Record& r) {
+  const std::uint64_t h = mix(r.what ^ mix(r.bytes ^ mix(r.counts ^ mix(r.esize))));
+  return static_cast<std::uint16_t>(h ^ h >> 16 ^ h >> 32 ^ h >> 48);
+}
+
+// The error of a call whose rank q was called differently: what differs when q's record of
+// the same call is known (`theirs`), else that it differs; `left`: q has gone on to later
+// calls without what this rank waits for from it in this one. A record of the same call that
+// does not differ and is out of step: q failed for another rank's difference.
+Error mismatch_error(const Record& mine, int q, const Record* theirs, bool left) {
+  const std::string call = coll_name(mine.kind()), rank = "rank " + std::to_string(q);
+  const char* const hint =
+      " (every rank must make the same collective calls in the same order, with the same "
+      "count, root, element type and op; RMP_COLL_CHECK=1 compares them before each call)";
+  if (theirs && theirs->out_of_step && theirs->same_call(mine))
+    return Error(Errc::invalid_comm, call + ": " + rank +
+                                         " can no longer take part: an earlier collective on "
+                                         "this communicator failed there (its error says why)");
+  auto fail = [&](Errc code, const std::string& what) {
+    return Error(code, call + ": " + what + hint);
+  };
+  if (!theirs)
+    return fail(Errc::invalid_argument,
+                rank + (left ? " left this call without what this rank waits for from it: it "
+                               "was called differently there"
+                             : " was called differently (another collective, or another "
+                               "count, root, element type or op)"));
+  const Record& o = *theirs;
+  const std::string nth =
+      " as its collective number " + std::to_string(mine.call) + " on this communicator";
+  if (o.kind() != mine.kind())
+    return fail(Errc::invalid_argument,
+                rank + " called " + coll_name(o.kind()) + nth + ", this rank " + call);
+  if (o.root() != mine.root())
+    return fail(Errc::invalid_rank, "root: " + rank + " passed " + std::to_string(o.root()) +
+                                        ", this rank " + std::to_string(mine.root()));
+  if (o.type() != mine.type() && o.type() >= 0 && mine.type() >= 0)
+    return fail(Errc::invalid_argument, "element type: " + rank + " passed " +
+                                            type_name(static_cast<detail::Type>(o.type())) +
+                                            ", this rank " +
+                                            type_name(static_cast<detail::Type>(mine.type())));
+  if (o.op() != mine.op() && o.op() >= 0 && mine.op() >= 0)
+    return fail(Errc::invalid_argument, "op: " + rank + " passed " +
+                                            op_name(static_cast<Op>(o.op())) + ", this rank " +
+                                            op_name(static_cast<Op>(mine.op())));
+  if (o.comp() != mine.comp())
+    return fail(Errc::invalid_argument,
+                "compression: " + rank + " passed " + std::to_string(o.comp()) + ", this rank " +
+                    std::to_string(mine.comp()) + " (0 none, 1 fp16, 2 bf16)");
+  const bool arrays = mine.kind() == Coll::allgatherv || mine.kind() == Coll::reduce_scatter;
+  auto amount = [](const Record& r) {
+    return r.esize && r.bytes % r.esize == 0
+               ? std::to_string(r.bytes / r.esize) + " (" + std::to_string(r.bytes) + " bytes)"
+               : std::to_string(r.bytes) + " bytes";
+  };
+  if (o.bytes != mine.bytes)
+    return fail(Errc::invalid_count,
+                arrays ? "counts: " + rank + "'s add up to " + amount(o) + ", this rank's to " +
+                             amount(mine)
+                       : "count: " + rank + " passed " + amount(o) + ", this rank " + amount(mine));
+  return fail(Errc::invalid_count,
+              (arrays ? "counts: " : "count: ") + rank + "'s differ from this rank's");
 }
 
 }  // namespace
@@ -218,19 +343,91 @@ public:
   }
   std::uint64_t next_gen() { return ++gen_; }
 
+  // Flags hold the generation above the call's tag. A rank that has arrived has its flag of
+  // this parity at generation g (none is written again before all arrive at g + 1) and its
+  // tag, compared with this call's in the load that saw it arrive. (A second pass over the
+  // flags once all had arrived cost ~10 % of a 2-rank barrier or 8-byte allreduce, cores far
+  // apart, 12 interleaved rounds.)
   void arrive_and_wait(const CommImpl& c, std::uint64_t g) {
     if (track_cpus_) publish_cpu(c);
-    flag(c.rank(), g).gen.store(g, std::memory_order_release);
-    wait_all(
-        c, [&](int q) -> std::atomic<std::uint64_t>& { return flag(q, g).gen; }, g);
+    flag(c.rank(), g).gen.store(g << kTagBits | tag_, std::memory_order_release);
+    int differs = -1;
+    wait_all_until(c, [&](int q) {
+      const std::uint64_t f = flag(q, g).gen.load(std::memory_order_acquire);
+      if (f < g << kTagBits) return true;
+      if ((f & kTagMask) != tag_ && differs < 0) [[unlikely]]
+        differs = q;
+      return false;
+    });
+    if (differs >= 0) [[unlikely]]
+      mismatch(c, differs);
+  }
+
+  // ---- Call records (CallScope) ----
+  // Records this rank's call `s` and makes it the one its tags name; throws when an earlier
+  // call left the state out of step (its record, kept, says so and how that call differed).
+  void begin_call(const CommImpl& c, const CallSig& s) {
+    const Record r = record_of(++calls_, s);
+    if (out_of_step_) [[unlikely]] {
+      throw Error(Errc::invalid_comm,
+                  std::string(coll_name(s.kind)) +
+                      ": this communicator is out of step after an earlier collective on it "
+                      "failed here (its ranks were called differently: that error says how); "
+                      "free it and use another");
+    }
+    idle_since_ = {};
+    if (r.same_call(cur_)) {  // the call before's fields and tag: only its number changes
+      cur_.call = r.call;
+      write_call_number(c, r.call);
+      return;
+    }
+    write_record(c, r);
+    cur_ = r;
+    tag_ = tag_of(r);
+  }
+  // Every 256 idle polls of a wait in the call: stalled() once the call has idled kGrace. Not
+  // before the state's first call (call 0): the waits of its creation, and a dup's first wait
+  // for rank 0 to clear a kept state, whose records are still the last communicator's.
+  void stall_tick(const CommImpl& c) {
+    if (cur_.call == 0) return;
+    const rt::FastClock::time_point now = rt::FastClock::now();
+    if (idle_since_ == rt::FastClock::time_point{}) idle_since_ = now;
+    if (now - idle_since_ >= CallScope::kGrace) stalled(c);
+  }
+  // The thread's StallTest while a call waits (CallScope): throws when a rank was called
+  // differently in this call (its record holds the same call number with another CallSig),
+  // when a rank this call waits for has gone on to later calls, or when the state is out of
+  // step at a rank.
+  // (A rank called differently is named before one that failed for another's difference.)
+  void stalled(const CommImpl& c) {
+    int left = -1, failed = -1;
+    Record failed_record;
+    for (int q = 0; q < c.size(); ++q) {
+      if (q == c.rank()) continue;
+      Record o;
+      if (!read_record(q, o)) continue;  // being written: next time
+      if (o.call == cur_.call && !o.same_call(cur_)) {
+        mark_out_of_step(c);
+        throw mismatch_error(cur_, q, &o, false);
+      }
+      if (failed < 0 && o.out_of_step) failed = q, failed_record = o;
+      if (left < 0 && o.call > cur_.call && awaiting_ && awaiting_->awaits(q)) left = q;
+    }
+    if (left < 0 && failed < 0) return;
+    mark_out_of_step(c);
+    if (failed < 0) throw mismatch_error(cur_, left, nullptr, true);
+    failed_record.call = cur_.call;  // (named as failed, whichever call it failed in)
+    failed_record.what = cur_.what, failed_record.bytes = cur_.bytes;
+    failed_record.counts = cur_.counts, failed_record.esize = cur_.esize;
+    throw mismatch_error(cur_, failed, &failed_record, false);
   }
 
   // ---- Small bcasts ----
   // Small bcast number b (counted alike on every rank) uses slot b mod kBcastSlots of its
-  // root. The root publishes b in its published line once the slot holds the data; a rank
-  // that copied it out (the root: once it wrote it) sets its consumed line to b. Before
-  // writing slot b the root waits until every rank consumed bcast b - kBcastSlots, the last
-  // one that may have used that slot (ranks consume small bcasts in order).
+  // root. The root publishes b (above the call's tag) in its published line once the slot
+  // holds the data; a rank that copied it out (the root: once it wrote it) sets its consumed
+  // line to b. Before writing slot b the root waits until every rank consumed bcast b -
+  // kBcastSlots, the last one that may have used that slot (ranks consume small bcasts in order).
   static constexpr std::size_t small_bcast_max() { return kBcastSlot; }
   std::uint64_t next_small_bcast() { return ++small_bcast_; }
   std::byte* bcast_slot(int rank, std::uint64_t b) {
@@ -244,13 +441,24 @@ public:
     }
     copy_bytes(bcast_slot(c.rank(), b), buf, bytes);
     if (track_cpus_) publish_cpu(c);
-    published_line(c.rank()).store(b, std::memory_order_release);
+    tag_line(c.rank(), kPublished).tag[b % kBcastSlots].store(tag_, std::memory_order_relaxed);
+    published_line(c.rank()).store(b << kTagBits | tag_, std::memory_order_release);
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
   void small_bcast_receive(const CommImpl& c, void* buf, std::size_t bytes, int root,
                            std::uint64_t b) {
-    wait_one(
-        c, [this](int q) -> std::atomic<std::uint64_t>& { return published_line(q); }, root, b);
+    // The published line holds the latest bcast's number above its tag: this one's tag there,
+    // or in the root's slot tags when it has published later ones since.
+    std::uint64_t seen = 0;
+    wait_one_until(c, root, [&](int q) {
+      seen = published_line(q).load(std::memory_order_acquire);
+      return seen < b << kTagBits;
+    });
+    if ((seen >> kTagBits == b
+             ? seen & kTagMask
+             : tag_line(root, kPublished).tag[b % kBcastSlots].load(std::memory_order_relaxed)) !=
+        tag_) [[unlikely]]
+      mismatch(c, root);
     copy_bytes(buf, bcast_slot(root, b), bytes);
     if (track_cpus_) publish_cpu(c);
     consumed_line(c.rank()).store(b, std::memory_order_release);
@@ -258,10 +466,10 @@ public:
 
   // ---- Small reduces ----
   // Small reduce number b (counted alike on every rank) uses slot b mod kReduceSlots of every
-  // rank. A rank copies its contribution there and sets its contributed line to b; the root
-  // waits until every rank contributed b, reduces the slots in rank order and sets its
-  // consumed line to b. Before writing slot b a rank waits until the root of reduce
-  // b - kReduceSlots (every rank remembers the last kReduceSlots roots) consumed it.
+  // rank. A rank copies its contribution there and sets its contributed line to b (above the
+  // call's tag); the root waits until every rank contributed b, reduces the slots in rank
+  // order and sets its consumed line to b. Before writing slot b a rank waits until the root of
+  // reduce b - kReduceSlots (every rank remembers the last kReduceSlots roots) consumed it.
   static constexpr std::size_t small_reduce_max() { return kReduceSlot; }
   std::uint64_t next_small_reduce() { return ++small_reduce_; }
   std::byte* reduce_slot(int rank, std::uint64_t b) {
@@ -279,12 +487,27 @@ public:
     slot_root = root;
     if (bytes) copy_bytes(reduce_slot(c.rank(), b), in, bytes);
     if (track_cpus_) publish_cpu(c);
-    reduce_contributed_line(c.rank()).store(b, std::memory_order_release);
+    tag_line(c.rank(), kContributed).tag[b % kReduceSlots].store(tag_, std::memory_order_relaxed);
+    reduce_contributed_line(c.rank()).store(b << kTagBits | tag_, std::memory_order_release);
   }
-  // At the root, after its own contribution: waits for everyone's.
+  // At the root, after its own contribution: waits for everyone's, and compares their tags
+  // (as small_bcast_receive: in the contributed line, or in the slot tags of a rank that has
+  // contributed to later reduces since).
   void small_reduce_wait_all(const CommImpl& c, std::uint64_t b) {
-    wait_all(
-        c, [this](int q) -> std::atomic<std::uint64_t>& { return reduce_contributed_line(q); }, b);
+    int differs = -1;
+    wait_all_until(c, [&](int q) {
+      const std::uint64_t v = reduce_contributed_line(q).load(std::memory_order_acquire);
+      if (v < b << kTagBits) return true;
+      const std::uint64_t t =
+          v >> kTagBits == b
+              ? v & kTagMask
+              : tag_line(q, kContributed).tag[b % kReduceSlots].load(std::memory_order_relaxed);
+      if (t != tag_ && differs < 0) [[unlikely]]
+        differs = q;
+      return false;
+    });
+    if (differs >= 0) [[unlikely]]
+      mismatch(c, differs);
   }
   void small_reduce_consumed(const CommImpl& c, std::uint64_t b) {
     reduce_consumed_line(c.rank()).store(b, std::memory_order_release);
@@ -488,9 +711,22 @@ public:
     if (who >= 0) return wait_one(c, line_of, who, v);
     wait_all(c, line_of, v);
   }
-  // Before writing this rank's chunk for `round`: everyone is done with its last use.
+  // Before writing this rank's chunk for `round`: everyone is done with its last use. Then
+  // tags the round with this call's tag (for check_round), which goes out with the round's
+  // first mark.
   void wait_chunk_free(const CommImpl& c, std::uint64_t round) {
     if (round > nchunks_) wait_mark(c, mark(round - nchunks_, 3));
+    tag_line(c.rank(), kRoundLine).tag[round % kRoundTags].store(tag_, std::memory_order_relaxed);
+  }
+  // Once rank `who` (every rank when -1) has marked `round` (the call's first: the same
+  // CallSig means the same rounds): its tag of the round is this call's.
+  void check_round(const CommImpl& c, std::uint64_t round, int who = -1) {
+    const int from = who < 0 ? 0 : who, to = who < 0 ? c.size() : who + 1;
+    for (int q = from; q < to; ++q)
+      if (q != c.rank() &&
+          tag_line(q, kRoundLine).tag[round % kRoundTags].load(std::memory_order_relaxed) != tag_)
+          [[unlikely]]
+        mismatch(c, q);
   }
 
   // One call of a chunked path that moves `bytes`: picks the kind of store for put() and
@@ -558,7 +794,10 @@ private:
   }
   // reuse(): the counts of the calls of the communicator before go.
   void restart() {
-    gen_ = round_ = small_bcast_ = small_reduce_ = pushes_ = 0;
+    gen_ = round_ = small_bcast_ = small_reduce_ = pushes_ = calls_ = 0;
+    cur_ = Record{};
+    tag_ = tag_of(cur_);
+    out_of_step_ = false;
     reduce_roots_.fill(0);
     for (auto& runs : path_runs_) runs.fill(PathRun{});
     root_waits_ = false;
@@ -571,34 +810,112 @@ private:
   }
   std::byte* base(int rank) { return seg_->data() + static_cast<std::size_t>(rank) * stride_; }
   FlagLine& line(int rank, std::size_t i) { return reinterpret_cast<FlagLine*>(base(rank))[i]; }
-  std::atomic<std::uint64_t>& round_line(int rank) { return line(rank, 2).gen; }
+  static constexpr std::size_t kRoundLine = 2, kPublished = 5, kContributed = 7;
+  std::atomic<std::uint64_t>& round_line(int rank) { return line(rank, kRoundLine).gen; }
   std::atomic<std::uint64_t>& decision_line() { return line(0, 3).gen; }  // rank 0's
 
   std::atomic<std::uint64_t>& cpu_line(int rank) { return line(rank, 4).gen; }
-  std::atomic<std::uint64_t>& published_line(int rank) { return line(rank, 5).gen; }
+  std::atomic<std::uint64_t>& published_line(int rank) { return line(rank, kPublished).gen; }
   std::atomic<std::uint64_t>& consumed_line(int rank) { return line(rank, 6).gen; }
-  std::atomic<std::uint64_t>& reduce_contributed_line(int rank) { return line(rank, 7).gen; }
+  std::atomic<std::uint64_t>& reduce_contributed_line(int rank) {
+    return line(rank, kContributed).gen;
+  }
   std::atomic<std::uint64_t>& reduce_consumed_line(int rank) { return line(rank, 8).gen; }
+  TagLine& tag_line(int rank, std::size_t i) { return reinterpret_cast<TagLine*>(base(rank))[i]; }
+  RecordLine& record_line(int rank) {
+    return reinterpret_cast<RecordLine*>(base(rank))[kRecordLine];
+  }
+
+  // Call records (RecordLine: a sequence lock).
+  void write_record(const CommImpl& c, const Record& r) {
+    RecordLine& l = record_line(c.rank());
+    l.begun.store(r.call, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    l.what.store(r.what, std::memory_order_relaxed);
+    l.bytes.store(r.bytes, std::memory_order_relaxed);
+    l.counts.store(r.counts, std::memory_order_relaxed);
+    l.esize.store(r.esize, std::memory_order_relaxed);
+    l.out_of_step.store(r.out_of_step, std::memory_order_relaxed);
+    l.call.store(r.call, std::memory_order_release);
+  }
+  // The same with only the call number new (the fields are the record's already). (Writing
+  // the whole record and hashing its tag every call cost a 2-rank barrier ~9 %: 20 interleaved
+  // rounds.)
+  void write_call_number(const CommImpl& c, std::uint64_t call) {
+    RecordLine& l = record_line(c.rank());
+    l.begun.store(call, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    l.call.store(call, std::memory_order_release);
+  }
+  // Rank q's record, unless it is being written.
+  bool read_record(int q, Record& r) {
+    RecordLine& l = record_line(q);
+    r.call = l.call.load(std::memory_order_acquire);
+    r.what = l.what.load(std::memory_order_relaxed);
+    r.bytes = l.bytes.load(std::memory_order_relaxed);
+    r.counts = l.counts.load(std::memory_order_relaxed);
+    r.esize = l.esize.load(std::memory_order_relaxed);
+    r.out_of_step = l.out_of_step.load(std::memory_order_relaxed) != 0;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return l.begun.load(std::memory_order_relaxed) == r.call;
+  }
+  // After a call whose ranks were called differently this rank's state is out of step with
+  // theirs (generations, rounds and slots counted differently): every later call on it throws
+  // (begin_call), and its record says so to the ranks that wait for it (stalled).
+  void mark_out_of_step(const CommImpl& c) {
+    out_of_step_ = true;
+    Record r = cur_;
+    r.out_of_step = true;
+    write_record(c, r);
+  }
+  // Rank q's tag differs from this call's: throws the error its record explains, if it still
+  // holds this call.
+  [[noreturn]] void mismatch(const CommImpl& c, int q) {
+    Record o;
+    const bool same = read_record(q, o) && o.call == cur_.call;
+    mark_out_of_step(c);
+    throw mismatch_error(cur_, q, same ? &o : nullptr, false);
+  }
+
+  // What a wait that gave up polling alone waits for (stalled): the ranks in [from, to) whose
+  // line is pending.
+  struct Awaiting {
+    int from, to;
+    const void* pending;
+    bool (*test)(const void* pending, int q);
+    bool awaits(int q) const { return q >= from && q < to && test(pending, q); }
+  };
+  const Awaiting* awaiting_ = nullptr;
+
   // Waits until rank `who`'s line (of `which`) holds at least v.
   template <class Which>
   void wait_one(const CommImpl& c, Which&& which, int who, std::uint64_t v) {
-    auto pending = [&](int q) { return which(q).load(std::memory_order_acquire) < v; };
+    wait_one_until(c, who, [&](int q) { return which(q).load(std::memory_order_acquire) < v; });
+  }
+  // Waits until pending(who) is false.
+  template <class Pending>
+  void wait_one_until(const CommImpl& c, int who, const Pending& pending) {
     wait(
-        c, [&] { return !pending(who); }, [&] { return where_awaited(c, who, who + 1, pending); });
+        c, [&] { return !pending(who); }, [&] { return where_awaited(c, who, who + 1, pending); },
+        who, who + 1, pending);
   }
   // Waits until every rank's line (of `which`) holds at least v.
   template <class Which>
   void wait_all(const CommImpl& c, Which&& which, std::uint64_t v) {
+    wait_all_until(c, [&](int q) { return which(q).load(std::memory_order_acquire) < v; });
+  }
+  // Waits until pending(q) is false for every rank q.
+  template <class Pending>
+  void wait_all_until(const CommImpl& c, const Pending& pending) {
     const int n = c.size();
     int seen = 0;
-    auto pending = [&](int q) { return which(q).load(std::memory_order_acquire) < v; };
     wait(
         c,
         [&] {
           while (seen < n && !pending(seen)) ++seen;
           return seen == n;
         },
-        [&] { return where_awaited(c, seen, n, pending); });
+        [&] { return where_awaited(c, seen, n, pending); }, 0, n, pending);
   }
 
   // Progress keeps running while we wait: a peer may need this rank's rendezvous data to get
@@ -612,15 +929,32 @@ private:
   // apart, 10 rounds: barrier 0.81x, allreduce 1 KiB 0.85-0.88x, reduce 8 B 0.88x, bcast 8 B
   // 0.92x; 64 KiB - 1 MiB unchanged (0.96-1.05). A peer that needs this rank's progress
   // waits that much longer, once.
-  template <class Done, class Where>
-  void wait(const CommImpl& c, Done&& done, Where&& awaited) {
+  // The ranks in [from, to) whose line is `pending` are what the wait is for (Awaiting).
+  template <class Done, class Where, class Pending>
+  void wait(const CommImpl& c, Done&& done, Where&& awaited, int from, int to,
+            const Pending& pending) {
     if (done()) return;
     if (!track_cpus_)
       for (int i = 0; i < kQuickPolls; ++i) {
         rt::cpu_relax();
         if (done()) return;
       }
-    c.engine().progress_until(done, awaited);
+    const Awaiting a{from, to, &pending,
+                     [](const void* p, int q) { return (*static_cast<const Pending*>(p))(q); }};
+    const Awaiting* const outer = std::exchange(awaiting_, &a);
+    std::uint32_t polls = 0;
+    auto done_or_stalled = [&] {
+      if (done()) return true;
+      if ((++polls & 255) == 0) stall_tick(c);
+      return false;
+    };
+    try {
+      c.engine().progress_until(done_or_stalled, awaited);
+    } catch (...) {
+      awaiting_ = outer;
+      throw;
+    }
+    awaiting_ = outer;
   }
   static constexpr int kQuickPolls = 32;
 
@@ -709,6 +1043,11 @@ private:
   std::size_t direct_block_ = std::max<std::size_t>(chunk_ / 4, kLine);
   bool track_cpus_;
   std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0, pushes_ = 0;
+  std::uint64_t calls_ = 0;           // begun on this state (begin_call): the records' call numbers
+  Record cur_;                        // of this rank's current call
+  std::uint16_t tag_ = tag_of(cur_);  // its tag
+  bool out_of_step_ = false;          // mark_out_of_step
+  rt::FastClock::time_point idle_since_{};  // the call's first stall_tick
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, kUses> store_choice_;
   // bcast, reduce (exact), alltoall, allgather(v), allreduce, reduce (floating)
@@ -1121,6 +1460,19 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
                                         : n.coll_shm_path);
 }
 
+CallScope::CallScope(const CommImpl& c, NodeShared* ns, const CallSig& s) : c_(c), ns_(ns) {
+  if (ns_) ns_->begin_call(c, s);
+}
+
+void CallScope::watch_p2p() {
+  if (!ns_ || watching_) return;
+  detail::StallTest* const self = this;
+  outer_ = std::exchange(detail::t_stall_test, self);
+  watching_ = true;
+}
+
+void CallScope::operator()() { ns_->stall_tick(c_); }
+
 int bcast_decider(const CommImpl& c, NodeShared* ns, int root) {
   return ns && !ns->own_cores() ? root : (root + 1) % c.size();
 }
@@ -1196,6 +1548,7 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
     ns.put(chunk + off(r + 1), from + off(r + 1), off(n) - off(r + 1));
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (first == 0) ns.check_round(c, round);
     if (mine_len) {
       auto part = [&](int q) -> const std::byte* {
         return q == r && own_direct ? from + mine_at : ns.chunk_of(q, round) + mine_at;
@@ -1286,6 +1639,7 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
                 streaming);
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (first == 0) ns.check_round(c, round);
     if (const std::size_t mine = off(r + 1) - off(r)) {
       // This rank's input first, then the others' in rank order; in one pass (the input
       // copied out, each other combined, encoded and decoded one after the other took 1.2-1.3x
@@ -1360,6 +1714,7 @@ void shm_reduce_scatter(const CommImpl& c, NodeShared& ns, const void* in, void*
         ns.put(chunk + q * s * esize, src + (displ[q] + first) * esize, piece(q, first) * esize);
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (first == 0) ns.check_round(c, round);
     if (const std::size_t len = piece(r, first)) {
       auto part = [&](int q) -> const std::byte* {
         return q == r ? src + (displ[r] + first) * esize : ns.chunk_of(q, round) + r * s * esize;
@@ -1394,6 +1749,7 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
       ns.put(chunk, at(buf, first), len);
     } else {
       ns.wait_mark(c, NodeShared::mark(round, 1), root);
+      if (first == 0) ns.check_round(c, round, root);
       copy_bytes(at(buf, first), chunk, len);
     }
     ns.set_mark(c, NodeShared::mark(round, 3));
@@ -1453,6 +1809,7 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
     }
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (first == 0) ns.check_round(c, round);
     for (int q = 0; q < n; ++q)
       if (q != r && piece(q, first))
         copy_bytes(at(out, l.offset(q) + first), ns.chunk_of(q, round), piece(q, first));
@@ -1513,6 +1870,7 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
       if (q != r) ns.put(chunk + q * s, at(src, q * bytes + first), len);
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
+    if (first == 0) ns.check_round(c, round);
     for (int q = 0; q < n; ++q)
       if (q != r) copy_bytes(at(out, q * bytes + first), ns.chunk_of(q, round) + r * s, len);
     ns.set_mark(c, NodeShared::mark(round, 3));
@@ -1559,6 +1917,7 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
     }
     ns.set_mark(c, NodeShared::mark(round, 1));
     ns.wait_mark(c, NodeShared::mark(round, 1));
+    ns.check_round(c, round);  // before the root writes into the others' buffers
     if (c.rank() == root) {
       for (int s = 1; s < n; ++s) {
         const int q = (root + s) % n;
@@ -1584,6 +1943,7 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
     ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read its buffer
   } else {
     ns.wait_mark(c, NodeShared::mark(round, 3), root);
+    ns.check_round(c, round, root);
     read_from_root(c, ns, root, ns.source(root), buf, bytes);
     ns.set_mark(c, NodeShared::mark(round, 3));
     ns.direct_done();
@@ -1600,6 +1960,7 @@ void shm_alltoall_direct(const CommImpl& c, NodeShared& ns, const void* in, void
   ns.set_source(c, in, static_cast<std::size_t>(n) * bytes);
   ns.set_mark(c, NodeShared::mark(round, 1));
   ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.check_round(c, round);
   bool everyone = true;  // every rank's input is readable: the same answer on every rank
   for (int q = 0; q < n; ++q) everyone = everyone && ns.source(q) != nullptr;
   if (everyone) {
@@ -1627,6 +1988,7 @@ void shm_allgather_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   ns.set_source(c, in ? in : at(out, l.offset(r)), l.size(r));
   ns.set_mark(c, NodeShared::mark(round, 1));
   ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.check_round(c, round);
   if (in && l.size(r)) copy_bytes(at(out, l.offset(r)), in, l.size(r));
   for (int s = 1; s < n; ++s) {  // from r + 1 on, so that not all read one rank at once
     const int q = (r + s) % n;
@@ -1731,6 +2093,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   // it on that core (where_awaited saw only the root, running elsewhere): 3 ms a call, a
   // time slice, at 4 ranks on 2 cores. Waiting for all, it yields to the rank behind it.
   ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.check_round(c, round);  // before anyone reads or writes another rank's memory
   if (pull) {
     if (r != root) {
       ns.wait_mark(c, NodeShared::mark(round, 3), root);  // the root has read this input
@@ -1837,6 +2200,7 @@ void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   ns.set_result(c, dst, count * esize);
   ns.set_mark(c, NodeShared::mark(round, 1));
   ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.check_round(c, round);  // before anyone writes into another rank's output
   const std::size_t end = even_offset(count, n, r + 1);
   for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
     const std::size_t cnt = std::min(per, end - first), pos = first * esize, len = cnt * esize;

@@ -100,6 +100,58 @@ private:
   std::chrono::steady_clock::time_point t0_{};
 };
 
+// What a collective with node-shared state was called with, which must be the same on every
+// rank (MPI: an erroneous program otherwise). The node-shared paths would trust it: ranks that
+// pass different counts take different paths and wait for each other for ever, or move
+// different bytes and return wrong data (a direct path would even write past another rank's
+// buffer). So each call records it in the rank's record line, tags its flags, slots and
+// rounds with a 16-bit hash of it, and compares the tags of the ranks it waits for once they
+// have arrived (the cache lines it loads anyway); a wait that idles long enough for the
+// thread's StallTest compares the other ranks' records (CallScope). What differs throws
+// rmp::Error naming the call, the argument, the rank and both values, on every rank that
+// waits for the one that differs; after it the communicator's node-shared state is out of
+// step, and every later call on it throws Errc::invalid_comm (free it). RMP_COLL_CHECK=1
+// compares every call's arguments before it runs, on every path.
+struct CallSig {
+  Coll kind;
+  std::uint64_t bytes = 0;   // the size the call is selected by
+  std::uint32_t esize = 0;   // bytes per element: 0 where the call has no element type
+  int root = -1;             // rooted calls
+  int type = -1;             // detail::Type of reductions
+  int op = -1;               // reductions: Op
+  int comp = 0;              // allreduce: Compression
+  std::uint64_t counts = 0;  // allgatherv, reduce_scatter: their counts, weighted by entry
+};
+
+// For the length of a collective call on a communicator with node-shared state (`ns`; nothing
+// without it): the call's CallSig recorded in the state. The node-shared waits compare the
+// other ranks' records (node_shared.cpp: NodeShared::stalled) once the call has idled for
+// kGrace since it first idled 256 polls: a correct call that waits long (ranks that share
+// cores wait for a switch of processes) reads no other rank's record, whose owner would have
+// to take its line back at its next call. A call that takes a point-to-point algorithm sets
+// the thread's StallTest to do the same in its waits (watch_p2p: not on the node-shared paths,
+// where reading the thread-local pointer of a shared library twice a call cost ~5 % of an 8-byte
+// allreduce). Throws Errc::invalid_comm at once when an earlier call left the state out of step.
+class CallScope final : detail::StallTest {
+public:
+  CallScope(const detail::CommImpl& c, NodeShared* ns, const CallSig& s);
+  ~CallScope() {
+    if (watching_) detail::t_stall_test = outer_;
+  }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  // The call takes a point-to-point algorithm: its waits test for stalls too.
+  void watch_p2p();
+  static constexpr auto kGrace = std::chrono::milliseconds(1);
+
+private:
+  void operator()() override;
+  const detail::CommImpl& c_;
+  NodeShared* ns_;
+  bool watching_ = false;
+  detail::StallTest* outer_ = nullptr;
+};
+
 // The rank that chooses a bcast's path (PathChoice's `decider`): the root where ranks share
 // cores, the rank after it otherwise. Where ranks share cores a reader's call says little of
 // what a path costs the others: through the chunks it often found them written already

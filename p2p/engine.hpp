@@ -120,6 +120,19 @@ private:
   std::vector<int> world_of_;  // empty: identity
 };
 
+// A test that a blocking wait runs now and then while it finds nothing to do (every 256 idle
+// polls, beside the failed-peer test), set per thread by a layer above for the length of one of
+// its calls: the collectives' test that the ranks a call waits for made the same call
+// (coll::CallScope). It throws to end the wait.
+class StallTest {
+public:
+  virtual void operator()() = 0;
+
+protected:
+  ~StallTest() = default;
+};
+inline thread_local StallTest* t_stall_test = nullptr;
+
 class Engine final : public rt::AmSink {
 public:
   explicit Engine(rt::Context& ctx);
@@ -190,7 +203,8 @@ public:
   // only when the wait would give the core away, i.e. ranks outnumber cores): running on
   // other cores (keep this core a while) or queued behind this rank (give it away at once).
   // A wait that finds nothing to do while a rank the launcher reported failed throws
-  // Errc::peer_failed (checked every 256 idle polls, the bootstrap asked at most once a ms).
+  // Errc::peer_failed (checked every 256 idle polls, the bootstrap asked at most once a ms);
+  // the thread's StallTest runs then too.
   template <class Done, class Awaited>
   void progress_until(Done&& done, Awaited&& awaited) {
     rt::Context::Idle idle(ctx_);
@@ -206,7 +220,10 @@ public:
         idle.reset();
         continue;
       }
-      if ((++idle_polls & 255) == 0) throw_if_peer_failed();
+      if ((++idle_polls & 255) == 0) {
+        throw_if_peer_failed();
+        if (StallTest* t = t_stall_test) (*t)();
+      }
       // Busy-polling (wait mode poll) has nothing to do between polls (Idle::operator()).
       if (idle.yields()) idle(awaited());
     }

@@ -1,11 +1,16 @@
 // Argument errors of the collectives (API.md §Errors): local checks that every rank makes
 // alike, so no rank enters a collective the others left — root out of range, a null buffer
 // with a non-zero count, an Op that does not apply to the element type, an invalid
-// communicator, in_place where it is not allowed.
+// communicator, in_place where it is not allowed; and ranks called differently (counts that
+// differ: truncation on point-to-point algorithms, the node-shared paths' own comparison).
 #include "harness.hpp"
 
+#include <algorithm>
 #include <complex>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,7 +49,7 @@ TEST(CollErrors, RootOutOfRange_InvalidRank) {
 // point-to-point algorithm carries it, the rank whose count is the smaller gets more data than
 // its count holds: Errc::truncate naming bcast and its count, not an internal receive. Only
 // the binomial tree forced and two ranks (a receiver that fails forwards nothing further down
-// a tree; the node-shared paths compare no counts: RMP_COLL_CHECK=1 does).
+// a tree; the node-shared paths compare counts their own way: the last test).
 TEST(CollErrors, BcastCountsDiffer_TruncateNamingTheCollective) {
   const char* algo = std::getenv("RMP_BCAST_ALGO");
   if (size() != 2 || algo == nullptr || std::string(algo) != "binomial")
@@ -307,4 +312,215 @@ TEST(CollErrors, CountOverflowingOverAllRanks_InvalidCount) {
   expect_error([&] { w.alltoall(v.data(), huge, v.data()); }, Errc::invalid_count,
                {"alltoall", "count", n}, "alltoall");
   w.barrier();  // and the communicator still works
+}
+
+// Ranks that call a collective differently (another count, root, op, element type or
+// collective) make an erroneous program, as in MPI; where the node-shared paths carry the call,
+// no rank may hang, write past a buffer or return wrong data: every rank that waits for one
+// called differently throws rmp::Error naming the call, the argument and both values
+// (collectives/node_shared.hpp: CallSig), and the communicator then refuses further calls
+// (Errc::invalid_comm) until it is freed. A rank that waits for nobody (the root of a bcast, a
+// non-root of a reduce) may return. Not where RMP_<COLL>_ALGO forces a point-to-point
+// algorithm (the variant's case is skipped, named), nor with RMP_COLL_CHECK=1 (which refuses
+// every such call first: rmp_coll_check_itest), nor at one rank.
+namespace {
+
+constexpr std::size_t kGuard = 16;  // sentinel elements past every buffer's count
+
+// Whether the variant forces the collective of `var` onto a point-to-point algorithm.
+bool forced_off_node_shared(const char* var) {
+  const char* v = std::getenv(var);
+  return v && std::string(v).rfind("shm", 0) != 0;
+}
+
+struct Outcome {
+  bool threw = false;
+  Errc code = Errc::internal;
+  std::string what;
+};
+
+// f on a fresh dup of the world (freed after it), then a barrier on the world: every rank
+// goes on, whatever happened on the dup.
+Outcome on_dup(const std::function<void(const rmp::Comm&)>& f) {
+  Outcome o;
+  {
+    rmp::Comm d = rmp::world().dup();
+    try {
+      f(d);
+    } catch (const rmp::Error& e) {
+      o = {true, e.code(), e.what()};
+    }
+  }
+  rmp::world().barrier();
+  return o;
+}
+
+void expect_thrown(const Outcome& o, Errc code, std::initializer_list<std::string> needles,
+                   const std::string& what_case) {
+  if (!o.threw) {
+    ADD_FAILURE() << what_case << ": returned (expected rmp::Error " << rmp::errc_name(code) << ")";
+    return;
+  }
+  EXPECT_EQ(std::string(rmp::errc_name(o.code)), rmp::errc_name(code))
+      << what_case << ": what(): " << o.what;
+  for (const std::string& n : needles)
+    EXPECT_NE(o.what.find(n), std::string::npos)
+        << what_case << ": what() does not mention \"" << n << "\"; what(): " << o.what;
+}
+
+// A buffer of `count` elements and kGuard sentinels after them.
+template <class T>
+std::vector<T> guarded(std::size_t count, T fill) {
+  std::vector<T> v(count + kGuard, fill);
+  for (std::size_t i = count; i < v.size(); ++i) v[i] = sentinel<T>();
+  return v;
+}
+template <class T>
+bool guard_intact(const std::vector<T>& v) {
+  for (std::size_t i = v.size() - kGuard; i < v.size(); ++i)
+    if (v[i] != sentinel<T>()) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST(CollErrors, NodeSharedCallsThatDiffer_ErrorsNotHangsNorOverruns) {
+  if (size() < 2) GTEST_SKIP() << "one rank has nobody to differ from";
+  if (env_is("RMP_COLL_CHECK", "1"))
+    GTEST_SKIP() << "RMP_COLL_CHECK=1 refuses these calls first (rmp_coll_check_itest)";
+  const int odd = size() - 1;  // the rank called differently
+  const bool is_odd = rank() == odd;
+  std::set<std::string> skipped;
+  auto runs = [&](const char* var) {
+    if (!forced_off_node_shared(var)) return true;
+    skipped.insert(var);
+    return false;
+  };
+
+  // Allreduce: counts that take the same path (flag lines; chunk rounds of the same number, or
+  // the direct path), different small paths, small against chunked; then the op, the element
+  // type; every rank waits for every other, so every rank throws.
+  if (runs("RMP_ALLREDUCE_ALGO")) {
+    const std::pair<std::size_t, std::size_t> counts[] = {
+        {1, 2}, {1, 100}, {1, 65536}, {20000, 20001}, {600, 500}};
+    for (const auto& [mine, theirs] : counts) {
+      const std::size_t n = is_odd ? theirs : mine;
+      std::vector<std::uint64_t> in(n, 3), out = guarded<std::uint64_t>(n, 0);
+      const std::string what = "allreduce of " + std::to_string(mine) + " against " +
+                               std::to_string(theirs) + " elements";
+      const Outcome o = on_dup([&](const rmp::Comm& d) {
+        try {
+          d.allreduce(in.data(), out.data(), n, Op::sum);
+        } catch (const rmp::Error&) {
+          // The communicator refuses further calls now, at once (no rank waits for another).
+          expect_error([&] { d.allreduce(in.data(), out.data(), n, Op::sum); }, Errc::invalid_comm,
+                       {"allreduce", "out of step"}, what + ", called again");
+          throw;
+        }
+      });
+      expect_thrown(o, Errc::invalid_count, {"allreduce: count: rank "}, what);
+      EXPECT_TRUE(guard_intact(out)) << what << ": written past the output";
+    }
+    std::vector<std::int64_t> in(8, 1), out = guarded<std::int64_t>(8, 0);
+    expect_thrown(on_dup([&](const rmp::Comm& d) {
+                    d.allreduce(in.data(), out.data(), 8, is_odd ? Op::max : Op::sum);
+                  }),
+                  Errc::invalid_argument, {"allreduce: op: rank ", "sum", "max"},
+                  "allreduce with different ops");
+    std::vector<double> dv(8, 1.0), dr(8);
+    std::vector<float> fv(8, 1.0f), fr(8);
+    expect_thrown(on_dup([&](const rmp::Comm& d) {
+                    if (is_odd) {
+                      d.allreduce(fv.data(), fr.data(), 8, Op::sum);
+                    } else {
+                      d.allreduce(dv.data(), dr.data(), 8, Op::sum);
+                    }
+                  }),
+                  Errc::invalid_argument, {"allreduce: element type: rank "},
+                  "allreduce of different element types");
+  }
+  // A barrier against an allreduce: another collective.
+  if (runs("RMP_BARRIER_ALGO") && runs("RMP_ALLREDUCE_ALGO")) {
+    std::uint64_t v = 1, r = 0;
+    expect_thrown(on_dup([&](const rmp::Comm& d) {
+                    if (is_odd) {
+                      d.allreduce(&v, &r, 1, Op::sum);
+                    } else {
+                      d.barrier();
+                    }
+                  }),
+                  Errc::invalid_argument, {" called ", "as its collective number 1"},
+                  "barrier against allreduce");
+  }
+  // Reduce with two roots: both roots wait for every contribution and throw; the other ranks
+  // only contribute and may return.
+  if (runs("RMP_REDUCE_ALGO")) {
+    std::vector<std::int32_t> in(4, 1), out = guarded<std::int32_t>(4, 0);
+    const int root = is_odd ? odd : 0;
+    const Outcome o =
+        on_dup([&](const rmp::Comm& d) { d.reduce(in.data(), out.data(), 4, Op::sum, root); });
+    if (rank() == 0 || is_odd)
+      expect_thrown(o, Errc::invalid_rank, {"reduce: root: rank "}, "reduce with two roots");
+    EXPECT_TRUE(guard_intact(out));
+  }
+  // Bcast: a receiver whose count differs from the root's throws, small or chunked against
+  // small; the other receivers get the root's data.
+  if (runs("RMP_BCAST_ALGO")) {
+    for (const std::size_t theirs : {std::size_t{16}, std::size_t{100000}}) {
+      const std::size_t n = is_odd ? theirs : 8;
+      std::vector<std::int32_t> buf = guarded<std::int32_t>(n, rank() == 0 ? 42 : 0);
+      const std::string what = "bcast of 8 against " + std::to_string(theirs) + " elements";
+      const Outcome o = on_dup([&](const rmp::Comm& d) { d.bcast(buf.data(), n, 0); });
+      if (is_odd) {
+        expect_thrown(o, Errc::invalid_count, {"bcast: count: rank 0 passed 32 bytes"}, what);
+      } else {
+        EXPECT_FALSE(o.threw) << what << ": " << o.what;
+        EXPECT_EQ(buf[7], 42) << what;
+      }
+      EXPECT_TRUE(guard_intact(buf)) << what << ": written past the buffer";
+    }
+  }
+  // Allgather and alltoall: blocks of different sizes.
+  if (runs("RMP_ALLGATHER_ALGO")) {
+    const std::size_t n = is_odd ? 4 : 2;
+    std::vector<std::int32_t> in(n, rank()), out = guarded<std::int32_t>(n * size(), 0);
+    expect_thrown(on_dup([&](const rmp::Comm& d) { d.allgather(in.data(), n, out.data()); }),
+                  Errc::invalid_count, {"allgather: count: rank "}, "allgather");
+    EXPECT_TRUE(guard_intact(out));
+  }
+  if (runs("RMP_ALLTOALL_ALGO")) {
+    const std::size_t n = is_odd ? 4000 : 2000;
+    std::vector<std::int32_t> in(n * size(), rank()), out = guarded<std::int32_t>(n * size(), 0);
+    expect_thrown(on_dup([&](const rmp::Comm& d) { d.alltoall(in.data(), n, out.data()); }),
+                  Errc::invalid_count, {"alltoall: count: rank "}, "alltoall");
+    EXPECT_TRUE(guard_intact(out));
+  }
+  // Reduce_scatter: the same counts in another order (the same total).
+  if (runs("RMP_REDUCE_SCATTER_ALGO")) {
+    std::vector<std::size_t> counts(static_cast<std::size_t>(size()));
+    for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = i + 1;
+    if (is_odd) std::reverse(counts.begin(), counts.end());
+    std::size_t total = 0;
+    for (const std::size_t k : counts) total += k;
+    std::vector<std::int32_t> in(total, 1), out = guarded<std::int32_t>(total, 0);
+    expect_thrown(on_dup([&](const rmp::Comm& d) {
+                    d.reduce_scatter(in.data(), out.data(), counts, Op::sum);
+                  }),
+                  Errc::invalid_count, {"reduce_scatter: counts: rank "}, "reduce_scatter");
+    EXPECT_TRUE(guard_intact(out));
+  }
+  // After all of it a new communicator of the same ranks (its state may be one of theirs, kept
+  // and cleared) works.
+  {
+    rmp::Comm d = rmp::world().dup();
+    std::uint64_t v = static_cast<std::uint64_t>(rank()) + 1, r = 0;
+    d.allreduce(&v, &r, 1, Op::sum);
+    EXPECT_EQ(r, static_cast<std::uint64_t>(size()) * (size() + 1) / 2);
+  }
+  if (!skipped.empty() && rank() == 0) {
+    std::string names;
+    for (const std::string& s : skipped) names += " " + s;
+    std::printf("[ NOTE     ] cases left out, their collectives forced onto point-to-point:%s\n",
+                names.c_str());
+  }
 }
