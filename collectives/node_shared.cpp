@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -80,7 +81,8 @@ static_assert((kRecordLine + 1) * sizeof(FlagLine) <= 4096);
 // Call tags (CallSig): 16 bits of a hash of what the call was called with. A flag line's word
 // holds the generation above them; the round line and the small bcasts' published and the
 // small reduces' contributed lines hold a tag per round (round mod kRoundTags) or slot beside
-// their count (TagLine), written before the count that says the round or slot is ready.
+// their count (TagLine), written before the count that says the round or slot is ready; those
+// are mixed with the round's or slot's number (NodeShared::tag_for).
 constexpr unsigned kTagBits = 16;
 constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
 constexpr std::size_t kRoundTags = 16;
@@ -363,6 +365,14 @@ public:
       mismatch(c, differs);
   }
 
+  // This call's tag for round, slot or small call number n: a tag left in a ring by a call
+  // kRoundTags (or kBcastSlots, kReduceSlots) numbers before, with the same arguments, does
+  // not pass for this one's (a rank that is no root now still holds the tags of the bcasts it
+  // was root of).
+  std::uint16_t tag_for(std::uint64_t n) const {
+    return static_cast<std::uint16_t>(tag_ ^ n * 0x9E37u);
+  }
+
   // ---- Call records (CallScope) ----
   // Records this rank's call `s` and makes it the one its tags name; throws when an earlier
   // call left the state out of step (its record, kept, says so and how that call differed).
@@ -385,7 +395,8 @@ public:
     cur_ = r;
     tag_ = tag_of(r);
   }
-  // Every 256 idle polls of a wait in the call: stalled() once the call has idled kGrace. Not
+  // Every 256 polls of a wait in the call: stalled() once the wait (a point-to-point path's
+  // call: CallScope::watch_p2p) has gone on kGrace since its first tick. Not
   // before the state's first call (call 0): the waits of its creation, and a dup's first wait
   // for rank 0 to clear a kept state, whose records are still the last communicator's.
   void stall_tick(const CommImpl& c) {
@@ -441,8 +452,10 @@ public:
     }
     copy_bytes(bcast_slot(c.rank(), b), buf, bytes);
     if (track_cpus_) publish_cpu(c);
-    tag_line(c.rank(), kPublished).tag[b % kBcastSlots].store(tag_, std::memory_order_relaxed);
-    published_line(c.rank()).store(b << kTagBits | tag_, std::memory_order_release);
+    tag_line(c.rank(), kPublished)
+        .tag[b % kBcastSlots]
+        .store(tag_for(b), std::memory_order_relaxed);
+    published_line(c.rank()).store(b << kTagBits | tag_for(b), std::memory_order_release);
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
   void small_bcast_receive(const CommImpl& c, void* buf, std::size_t bytes, int root,
@@ -457,7 +470,7 @@ public:
     if ((seen >> kTagBits == b
              ? seen & kTagMask
              : tag_line(root, kPublished).tag[b % kBcastSlots].load(std::memory_order_relaxed)) !=
-        tag_) [[unlikely]]
+        tag_for(b)) [[unlikely]]
       mismatch(c, root);
     copy_bytes(buf, bcast_slot(root, b), bytes);
     if (track_cpus_) publish_cpu(c);
@@ -487,8 +500,10 @@ public:
     slot_root = root;
     if (bytes) copy_bytes(reduce_slot(c.rank(), b), in, bytes);
     if (track_cpus_) publish_cpu(c);
-    tag_line(c.rank(), kContributed).tag[b % kReduceSlots].store(tag_, std::memory_order_relaxed);
-    reduce_contributed_line(c.rank()).store(b << kTagBits | tag_, std::memory_order_release);
+    tag_line(c.rank(), kContributed)
+        .tag[b % kReduceSlots]
+        .store(tag_for(b), std::memory_order_relaxed);
+    reduce_contributed_line(c.rank()).store(b << kTagBits | tag_for(b), std::memory_order_release);
   }
   // At the root, after its own contribution: waits for everyone's, and compares their tags
   // (as small_bcast_receive: in the contributed line, or in the slot tags of a rank that has
@@ -502,7 +517,7 @@ public:
           v >> kTagBits == b
               ? v & kTagMask
               : tag_line(q, kContributed).tag[b % kReduceSlots].load(std::memory_order_relaxed);
-      if (t != tag_ && differs < 0) [[unlikely]]
+      if (t != tag_for(b) && differs < 0) [[unlikely]]
         differs = q;
       return false;
     });
@@ -556,34 +571,36 @@ public:
   // buffers on huge pages: 74 us against 116-190).
   void set_source(const CommImpl& c, const void* in, std::size_t bytes) {
     on_huge_pages(c, in, bytes);
-    line(c.rank(), kSourceLine)
-        .gen.store(reinterpret_cast<std::uint64_t>(in), std::memory_order_relaxed);
+    publish(c, kSourceLine, in, bytes);
   }
-  const void* source(int rank) {
-    return reinterpret_cast<const void*>(
-        line(rank, kSourceLine).gen.load(std::memory_order_relaxed));
-  }
+  const void* source(int rank) { return published(rank, kSourceLine); }
   // Publishes `out` (`bytes` long) for the other ranks to write into (as set_source).
   void set_result(const CommImpl& c, void* out, std::size_t bytes) {
     on_huge_pages(c, out, bytes);
-    line(c.rank(), kResultLine)
-        .gen.store(reinterpret_cast<std::uint64_t>(out), std::memory_order_relaxed);
+    publish(c, kResultLine, out, bytes);
   }
   void set_huge_pages(rt::HugePages* h) { huge_ = h; }
   std::byte* result(int rank) {
-    return reinterpret_cast<std::byte*>(
-        line(rank, kResultLine).gen.load(std::memory_order_relaxed));
+    return static_cast<std::byte*>(const_cast<void*>(published(rank, kResultLine)));
   }
   // Copies n bytes at `remote` in rank `rank`'s process to `local`. A failure is kept for
   // direct_done() and skips the copies after it: a rank that threw here, before its last
   // marks, would leave the others waiting for them, or still writing into its buffers after
-  // the caller let go of them.
+  // the caller let go of them. Only within the buffer the rank published (set_source): ranks
+  // called with different counts whose tags agree by chance (check_round) read no further.
   void read_direct(int rank, const void* remote, void* local, std::size_t n) {
-    if (!direct_err_) note_error(rank, rt::read_member_memory(pid_of(rank), remote, local, n));
+    if (direct_err_) return;
+    if (!within(rank, kSourceLine, remote, n)) [[unlikely]]
+      return note_error(rank, kOverrun);
+    note_error(rank, rt::read_member_memory(pid_of(rank), remote, local, n));
   }
-  // Copies n bytes at `local` to `remote` in rank `rank`'s process (as read_direct).
+  // Copies n bytes at `local` to `remote` in rank `rank`'s process (as read_direct), within
+  // the buffer it published (set_result): never past another rank's buffer.
   void write_direct(int rank, const void* local, void* remote, std::size_t n) {
-    if (!direct_err_) note_error(rank, rt::write_member_memory(pid_of(rank), local, remote, n));
+    if (direct_err_) return;
+    if (!within(rank, kResultLine, remote, n)) [[unlikely]]
+      return note_error(rank, kOverrun);
+    note_error(rank, rt::write_member_memory(pid_of(rank), local, remote, n));
   }
   bool direct_failed() const { return direct_err_ != 0; }
   // At the end of a direct path, once this rank's last mark is set and waited for: throws
@@ -592,6 +609,11 @@ public:
     if (!direct_err_) return;
     const int err = direct_err_, rank = direct_err_rank_;
     direct_err_ = 0;
+    if (err == kOverrun)
+      throw Error(Errc::invalid_count,
+                  std::string(coll_name(cur_.kind())) + ": count: rank " + std::to_string(rank) +
+                      "'s buffer is shorter than this rank's count says (the ranks were called "
+                      "with different counts; RMP_COLL_CHECK=1 compares them before each call)");
     throw Error(Errc::transport, "collectives: cross-memory attach with rank " +
                                      std::to_string(rank) + " failed: " + std::strerror(err));
   }
@@ -701,8 +723,15 @@ public:
     return base(rank) + kSmallStride + (round % nchunks_) * chunk_;
   }
   static std::uint64_t mark(std::uint64_t round, int phase) { return 3 * round + phase; }
+  // With the round's tag (for check_round), every rank's, the bcast's readers' too: a rank
+  // that a reader takes for the root by mistake then shows this call's tag, not one it left
+  // as root of a bcast before.
   void set_mark(const CommImpl& c, std::uint64_t v) {
     if (track_cpus_) publish_cpu(c);
+    const std::uint64_t round = (v - 1) / 3;  // (phases 1-3)
+    tag_line(c.rank(), kRoundLine)
+        .tag[round % kRoundTags]
+        .store(tag_for(round), std::memory_order_relaxed);
     round_line(c.rank()).store(v, std::memory_order_release);
   }
   // Waits until rank `who` (every rank when -1) has reached mark v.
@@ -711,12 +740,9 @@ public:
     if (who >= 0) return wait_one(c, line_of, who, v);
     wait_all(c, line_of, v);
   }
-  // Before writing this rank's chunk for `round`: everyone is done with its last use. Then
-  // tags the round with this call's tag (for check_round), which goes out with the round's
-  // first mark.
+  // Before writing this rank's chunk for `round`: everyone is done with its last use.
   void wait_chunk_free(const CommImpl& c, std::uint64_t round) {
     if (round > nchunks_) wait_mark(c, mark(round - nchunks_, 3));
-    tag_line(c.rank(), kRoundLine).tag[round % kRoundTags].store(tag_, std::memory_order_relaxed);
   }
   // Once rank `who` (every rank when -1) has marked `round` (the call's first: the same
   // CallSig means the same rounds): its tag of the round is this call's.
@@ -724,8 +750,8 @@ public:
     const int from = who < 0 ? 0 : who, to = who < 0 ? c.size() : who + 1;
     for (int q = from; q < to; ++q)
       if (q != c.rank() &&
-          tag_line(q, kRoundLine).tag[round % kRoundTags].load(std::memory_order_relaxed) != tag_)
-          [[unlikely]]
+          tag_line(q, kRoundLine).tag[round % kRoundTags].load(std::memory_order_relaxed) !=
+              tag_for(round)) [[unlikely]]
         mismatch(c, q);
   }
 
@@ -803,6 +829,28 @@ private:
     root_waits_ = false;
     direct_err_ = 0;
     direct_err_rank_ = -1;
+  }
+  // A published buffer (set_source, set_result): its address and length.
+  struct alignas(kLine) PublishedLine {
+    std::atomic<std::uint64_t> at, bytes;
+  };
+  static constexpr int kOverrun = -1;  // direct_err_: a copy beyond a published buffer
+  void publish(const CommImpl& c, std::size_t i, const void* p, std::size_t bytes) {
+    auto& l = reinterpret_cast<PublishedLine*>(base(c.rank()))[i];
+    l.bytes.store(bytes, std::memory_order_relaxed);
+    l.at.store(reinterpret_cast<std::uint64_t>(p), std::memory_order_relaxed);
+  }
+  const void* published(int rank, std::size_t i) {
+    return reinterpret_cast<const void*>(
+        reinterpret_cast<PublishedLine*>(base(rank))[i].at.load(std::memory_order_relaxed));
+  }
+  // Whether [p, p + n) lies in the buffer rank `rank` published in line i.
+  bool within(int rank, std::size_t i, const void* p, std::size_t n) {
+    const auto& l = reinterpret_cast<PublishedLine*>(base(rank))[i];
+    const std::uint64_t at = l.at.load(std::memory_order_relaxed),
+                        len = l.bytes.load(std::memory_order_relaxed),
+                        q = reinterpret_cast<std::uint64_t>(p);
+    return q >= at && q - at <= len && n <= len - (q - at);
   }
   void note_error(int rank, int err) {
     direct_err_ = err;
@@ -942,6 +990,7 @@ private:
     const Awaiting a{from, to, &pending,
                      [](const void* p, int q) { return (*static_cast<const Pending*>(p))(q); }};
     const Awaiting* const outer = std::exchange(awaiting_, &a);
+    idle_since_ = {};  // the grace runs from this wait's first stall_tick
     std::uint32_t polls = 0;
     auto done_or_stalled = [&] {
       if (done()) return true;
@@ -1047,7 +1096,7 @@ private:
   Record cur_;                        // of this rank's current call
   std::uint16_t tag_ = tag_of(cur_);  // its tag
   bool out_of_step_ = false;          // mark_out_of_step
-  rt::FastClock::time_point idle_since_{};  // the call's first stall_tick
+  rt::FastClock::time_point idle_since_{};  // the wait's (call's) first stall_tick
   std::array<int, kReduceSlots> reduce_roots_{};
   std::array<StoreChoice, kUses> store_choice_;
   // bcast, reduce (exact), alltoall, allgather(v), allreduce, reduce (floating)

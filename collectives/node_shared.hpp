@@ -125,10 +125,10 @@ struct CallSig {
 
 // For the length of a collective call on a communicator with node-shared state (`ns`; nothing
 // without it): the call's CallSig recorded in the state. The node-shared waits compare the
-// other ranks' records (node_shared.cpp: NodeShared::stalled) once the call has idled for
-// kGrace since it first idled 256 polls: a correct call that waits long (ranks that share
-// cores wait for a switch of processes) reads no other rank's record, whose owner would have
-// to take its line back at its next call. A call that takes a point-to-point algorithm sets
+// other ranks' records (node_shared.cpp: NodeShared::stalled) once a wait has gone on kGrace
+// since its 256th poll: a correct call whose waits are short (ranks that share cores wait for
+// a switch of processes, some µs) reads no other rank's record, whose owner would have to take
+// its line back at its next call. A call that takes a point-to-point algorithm sets
 // the thread's StallTest to do the same in its waits (watch_p2p: not on the node-shared paths,
 // where reading the thread-local pointer of a shared library twice a call cost ~5 % of an 8-byte
 // allreduce). Throws Errc::invalid_comm at once when an earlier call left the state out of step.

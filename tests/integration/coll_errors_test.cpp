@@ -480,6 +480,27 @@ TEST(CollErrors, NodeSharedCallsThatDiffer_ErrorsNotHangsNorOverruns) {
       EXPECT_TRUE(guard_intact(buf)) << what << ": written past the buffer";
     }
   }
+  // Bcast: one rank takes the wrong root, after 20 bcasts from that root (whose round and
+  // slot tags of them, with the same count, are still there), small and chunked: it throws,
+  // naming the root; the rest may finish.
+  if (runs("RMP_BCAST_ALGO") && size() >= 2) {
+    for (const std::size_t n : {std::size_t{8}, std::size_t{3000}}) {
+      std::vector<std::int32_t> buf = guarded<std::int32_t>(n, 0);
+      const std::string what = "bcast of " + std::to_string(n) + " elements, the wrong root";
+      const Outcome o = on_dup([&](const rmp::Comm& d) {
+        for (int i = 0; i < 20; ++i) d.bcast(buf.data(), n, 1);
+        buf.assign(buf.size() - kGuard, rank() == 0 ? 7 : 0);
+        buf.resize(n + kGuard, sentinel<std::int32_t>());
+        d.bcast(buf.data(), n, is_odd && odd != 1 ? 1 : 0);
+      });
+      if (is_odd && odd != 1) {
+        expect_thrown(o, Errc::invalid_rank, {"bcast: root: rank "}, what);
+      } else if (!o.threw && rank() != 0) {
+        EXPECT_EQ(buf[n - 1], 7) << what;
+      }
+      EXPECT_TRUE(guard_intact(buf)) << what << ": written past the buffer";
+    }
+  }
   // Allgather and alltoall: blocks of different sizes.
   if (runs("RMP_ALLGATHER_ALGO")) {
     const std::size_t n = is_odd ? 4 : 2;
@@ -493,6 +514,32 @@ TEST(CollErrors, NodeSharedCallsThatDiffer_ErrorsNotHangsNorOverruns) {
     std::vector<std::int32_t> in(n * size(), rank()), out = guarded<std::int32_t>(n * size(), 0);
     expect_thrown(on_dup([&](const rmp::Comm& d) { d.alltoall(in.data(), n, out.data()); }),
                   Errc::invalid_count, {"alltoall: count: rank "}, "alltoall");
+    EXPECT_TRUE(guard_intact(out));
+  }
+  // Allgatherv: the same counts in another order (the same total).
+  if (runs("RMP_ALLGATHERV_ALGO")) {
+    std::vector<std::size_t> counts(static_cast<std::size_t>(size())), displs(counts.size());
+    for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = 100 * (i + 1);
+    if (is_odd) std::reverse(counts.begin(), counts.end());
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < counts.size(); ++i) displs[i] = total, total += counts[i];
+    std::vector<std::int32_t> in(counts[static_cast<std::size_t>(rank())], rank()),
+        out = guarded<std::int32_t>(total, 0);
+    expect_thrown(on_dup([&](const rmp::Comm& d) {
+                    d.allgatherv(in.data(), in.size(), out.data(), counts, displs);
+                  }),
+                  Errc::invalid_count, {"allgatherv: counts: rank "}, "allgatherv");
+    EXPECT_TRUE(guard_intact(out));
+  }
+  // Allreduce with compression on one rank only.
+  if (runs("RMP_ALLREDUCE_ALGO")) {
+    std::vector<float> in(64, 0.5f), out = guarded<float>(64, 0.0f);
+    expect_thrown(on_dup([&](const rmp::Comm& d) {
+                    d.allreduce(in.data(), out.data(), 64, Op::sum,
+                                is_odd ? rmp::Compression::fp16 : rmp::Compression::none);
+                  }),
+                  Errc::invalid_argument, {"allreduce: compression: rank "},
+                  "allreduce with compression on one rank");
     EXPECT_TRUE(guard_intact(out));
   }
   // Reduce_scatter: the same counts in another order (the same total).
