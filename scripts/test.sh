@@ -4,6 +4,8 @@
 #   2. Release build in build/ with warnings as errors; every CTest test: unit, multi-rank,
 #      launcher, examples, install, and a smoke run of each benchmark (tiny iterations)
 #   3. ASan+UBSan build in build-asan/: unit, launcher and the multi-rank suite at 2 and 4 ranks
+#      (less a few point-to-point variants at 4 ranks: label notsanitized,
+#      tests/integration/CMakeLists.txt)
 # Exits non-zero when any step fails; ends with a summary.
 # Environment: RMP_BUILD_DIR (default build/), RMP_ASAN_BUILD_DIR (default build-asan/),
 #              RMP_CTEST_JOBS (default 1: multi-rank tests already oversubscribe 2 cores),
@@ -92,9 +94,11 @@ if [[ "${RMP_SKIP_ASAN:-0}" != 1 ]]; then
     export ASAN_OPTIONS
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
     export LSAN_OPTIONS="suppressions=$repo/scripts/lsan.supp:print_suppressions=0"
-    run_ctest "asan: ctest -L '^(unit|np2|np4|launcher)\$'" "$logdir/ctest-asan.log" \
+    # (-LE: the cases tests/integration/CMakeLists.txt leaves out here, named and reasoned there.)
+    run_ctest "asan: ctest -L '^(unit|np2|np4|launcher)\$' -LE '^notsanitized\$'" \
+      "$logdir/ctest-asan.log" \
       --test-dir "$build_asan" --output-on-failure --no-tests=error -j "$ctest_jobs" \
-      --timeout 900 -L '^(unit|np2|np4|launcher)$' || true
+      --timeout 900 -L '^(unit|np2|np4|launcher)$' -LE '^notsanitized$' || true
   fi
 fi
 
