@@ -155,6 +155,15 @@ std::uint16_t tag_of(const Record& r) {
   return static_cast<std::uint16_t>(h ^ h >> 16 ^ h >> 32 ^ h >> 48);
 }
 
+// The error of a call that waits for rank q, whose state is out of step after a collective
+// that failed there (for another rank's difference, in this call or an earlier one).
+Error failed_there_error(const Record& mine, int q) {
+  return Error(Errc::invalid_comm, std::string(coll_name(mine.kind())) + ": rank " +
+                                       std::to_string(q) +
+                                       " can no longer take part: an earlier collective on "
+                                       "this communicator failed there (its error says why)");
+}
+
 // The error of a call whose rank q was called differently: what differs when q's record of
 // the same call is known (`theirs`), else that it differs; `left`: q has gone on to later
 // calls without what this rank waits for from it in this one. A record of the same call that
@@ -164,10 +173,7 @@ Error mismatch_error(const Record& mine, int q, const Record* theirs, bool left)
   const char* const hint =
       " (every rank must make the same collective calls in the same order, with the same "
       "count, root, element type and op; RMP_COLL_CHECK=1 compares them before each call)";
-  if (theirs && theirs->out_of_step && theirs->same_call(mine))
-    return Error(Errc::invalid_comm, call + ": " + rank +
-                                         " can no longer take part: an earlier collective on "
-                                         "this communicator failed there (its error says why)");
+  if (theirs && theirs->out_of_step && theirs->same_call(mine)) return failed_there_error(mine, q);
   auto fail = [&](Errc code, const std::string& what) {
     return Error(code, call + ": " + what + hint);
   };
@@ -412,7 +418,6 @@ public:
   // (A rank called differently is named before one that failed for another's difference.)
   void stalled(const CommImpl& c) {
     int left = -1, failed = -1;
-    Record failed_record;
     for (int q = 0; q < c.size(); ++q) {
       if (q == c.rank()) continue;
       Record o;
@@ -421,16 +426,13 @@ public:
         mark_out_of_step(c);
         throw mismatch_error(cur_, q, &o, false);
       }
-      if (failed < 0 && o.out_of_step) failed = q, failed_record = o;
+      if (failed < 0 && o.out_of_step) failed = q;
       if (left < 0 && o.call > cur_.call && awaiting_ && awaiting_->awaits(q)) left = q;
     }
     if (left < 0 && failed < 0) return;
     mark_out_of_step(c);
     if (failed < 0) throw mismatch_error(cur_, left, nullptr, true);
-    failed_record.call = cur_.call;  // (named as failed, whichever call it failed in)
-    failed_record.what = cur_.what, failed_record.bytes = cur_.bytes;
-    failed_record.counts = cur_.counts, failed_record.esize = cur_.esize;
-    throw mismatch_error(cur_, failed, &failed_record, false);
+    throw failed_there_error(cur_, failed);  // whichever call it failed in
   }
 
   // ---- Small bcasts ----
