@@ -177,15 +177,6 @@ void judge_alltoallv(const detail::CommImpl& c, const char* call,
 
 }  // namespace
 
-std::uint64_t pair_weight(int from, int to, int size) {
-  // splitmix64 of the pair's index; odd, so that no difference is multiplied away mod 2^64
-  std::uint64_t z = static_cast<std::uint64_t>(from) * static_cast<std::uint64_t>(size) +
-                    static_cast<std::uint64_t>(to) + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return (z ^ (z >> 31)) | 1;
-}
-
 void agree(const detail::CommImpl& c, const char* call, const CallRecord& mine,
            CountArrays arrays) {
   std::vector<CallRecord> all(static_cast<std::size_t>(c.size()));

@@ -31,6 +31,7 @@
 
 #include <rmp/rmp.hpp>
 
+#include "collectives/count_weights.hpp"
 #include "collectives/select.hpp"
 #include "p2p/engine.hpp"
 
@@ -63,7 +64,7 @@ inline constexpr std::uint32_t kCallDup = 200, kCallSplit = 201;
 void agree_comm_call(const detail::CommImpl& c, std::uint32_t call);
 
 // The weight of entry (from, to) in the sums above.
-std::uint64_t pair_weight(int from, int to, int size);
+using coll::pair_weight;
 
 // Whether RMP_COLL_CHECK is on for this communicator's job.
 inline bool checking(const detail::CommImpl& c) { return c.engine().context().coll_check(); }

@@ -212,10 +212,7 @@ CallRecord reduction(std::size_t count, std::size_t esize, detail::Type t, Op op
 // counts.
 std::uint64_t weighted(const detail::CommImpl& c, std::span<const std::size_t> counts,
                        int from = 0) {
-  std::uint64_t sum = 0;
-  for (int q = 0; q < c.size(); ++q)
-    sum += pair_weight(from, q, c.size()) * counts[static_cast<std::size_t>(q)];
-  return sum;
+  return coll::weighted_counts(counts, c.size(), from);
 }
 
 // gatherv, scatterv: every rank's own count; the root's also the weighted sum of its counts,

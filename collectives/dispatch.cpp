@@ -4,6 +4,7 @@
 // the communicator's segment is created collectively.
 #include "collectives/algorithms.hpp"
 #include "collectives/collectives.hpp"
+#include "collectives/count_weights.hpp"
 #include "collectives/node_shared.hpp"
 #include "collectives/select.hpp"
 
@@ -19,20 +20,11 @@ CallSig reduction(Coll k, std::size_t bytes, std::size_t esize, Type t, Op op, i
           .op = static_cast<int>(op)};
 }
 
-// A count array as CallSig::counts: each entry weighted by its place, so that the same counts
-// in another order differ.
-std::uint64_t weighted(sizes counts, int n) {
-  std::uint64_t sum = 0;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
-    sum += (2 * i + 1) * 0x9e3779b97f4a7c15ULL * (counts[i] + 1);
-  return sum;
-}
-
 }  // namespace
 
 void barrier(const CommImpl& c) {
-  NodeShared* ns = may_use_node_shared(Coll::barrier, c) ? node_shared(c) : nullptr;
-  CallScope scope(c, ns, {.kind = Coll::barrier});
+  CallScope scope(c, {.kind = Coll::barrier});
+  NodeShared* const ns = scope.ns();
   switch (choose<BarrierAlgo>(Coll::barrier, c, 0, ns != nullptr)) {
     case BarrierAlgo::dissemination:
       return barrier_dissemination(c);
@@ -42,8 +34,8 @@ void barrier(const CommImpl& c) {
 }
 
 void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
-  NodeShared* ns = may_use_node_shared(Coll::bcast, c) ? node_shared(c) : nullptr;
-  CallScope scope(c, ns, {.kind = Coll::bcast, .bytes = bytes, .root = root});
+  CallScope scope(c, {.kind = Coll::bcast, .bytes = bytes, .root = root});
+  NodeShared* const ns = scope.ns();
   auto algo = choose<BcastAlgo>(Coll::bcast, c, bytes, ns != nullptr);
   const PathChoice path(c, algo == BcastAlgo::shm ? ns : nullptr, Coll::bcast, bytes,
                         bcast_decider(c, ns, root));
@@ -69,8 +61,8 @@ void bcast(const CommImpl& c, void* buf, std::size_t bytes, int root) {
 void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
             Type t, Op op, int root) {
   const std::size_t bytes = count * esize;
-  NodeShared* ns = may_use_node_shared(Coll::reduce, c) ? node_shared(c) : nullptr;
-  CallScope scope(c, ns, reduction(Coll::reduce, bytes, esize, t, op, root));
+  CallScope scope(c, reduction(Coll::reduce, bytes, esize, t, op, root));
+  NodeShared* const ns = scope.ns();
   auto algo = choose<ReduceAlgo>(Coll::reduce, c, bytes, ns != nullptr);
   // Floating sums and products are not associative: the node-shared reduce and the tree
   // algorithms combine in different orders, so choosing between them by measurement would
@@ -99,8 +91,8 @@ void reduce(const CommImpl& c, const void* in, void* out, std::size_t count, std
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op) {
   const std::size_t bytes = count * esize;
-  NodeShared* ns = may_use_node_shared(Coll::allreduce, c) ? node_shared(c) : nullptr;
-  CallScope scope(c, ns, reduction(Coll::allreduce, bytes, esize, t, op));
+  CallScope scope(c, reduction(Coll::allreduce, bytes, esize, t, op));
+  NodeShared* const ns = scope.ns();
   auto algo = choose<AllreduceAlgo>(Coll::allreduce, c, bytes, ns != nullptr);
   const PathChoice path(c, algo == AllreduceAlgo::shm ? ns : nullptr, Coll::allreduce, bytes, 0);
   if (path.direct()) algo = AllreduceAlgo::shm_direct;
@@ -121,12 +113,11 @@ void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, 
 void allreduce(const CommImpl& c, const void* in, void* out, std::size_t count, std::size_t esize,
                Type t, Op op, Compression comp) {
   if (comp == Compression::none) return allreduce(c, in, out, count, esize, t, op);
-  if (NodeShared* ns = may_use_node_shared(Coll::allreduce, c) ? node_shared(c) : nullptr) {
-    CallSig s = reduction(Coll::allreduce, count * esize, esize, t, op);
-    s.comp = static_cast<int>(comp);
-    CallScope scope(c, ns, s);
+  CallSig s = reduction(Coll::allreduce, count * esize, esize, t, op);
+  s.comp = static_cast<int>(comp);
+  CallScope scope(c, s);
+  if (NodeShared* ns = scope.ns())
     return shm_allreduce_compressed(c, *ns, in, out, count, esize, t, op, comp);
-  }
   allreduce_compressed(c, in, out, count, esize, t, op, comp);
 }
 
@@ -180,8 +171,8 @@ namespace {
 void allgather_with(const CallSig& s, const CommImpl& c, const void* in, void* out, const Layout& l,
                     std::size_t total) {
   const Coll k = s.kind;
-  NodeShared* ns = may_use_node_shared(k, c) ? node_shared(c) : nullptr;
-  CallScope scope(c, ns, s);
+  CallScope scope(c, s);
+  NodeShared* const ns = scope.ns();
   auto algo = choose<AllgatherAlgo>(k, c, total, ns != nullptr);
   const PathChoice path(c, algo == AllgatherAlgo::shm ? ns : nullptr, k,
                         total / static_cast<std::size_t>(c.size()), 0);
@@ -219,7 +210,7 @@ void allgatherv(const CommImpl& c, const void* in, std::size_t, void* out, sizes
   allgather_with({.kind = Coll::allgatherv,
                   .bytes = total * esize,
                   .esize = static_cast<std::uint32_t>(esize),
-                  .counts = weighted(counts, c.size())},
+                  .counts = weighted_counts(counts, c.size())},
                  c, in, out, Layout(counts, displs, esize), total * esize);
 }
 
@@ -269,10 +260,10 @@ void reduce_scatter(const CommImpl& c, const void* in, void* out, sizes counts, 
   std::size_t total = 0;
   for (int i = 0; i < c.size(); ++i) total += counts[static_cast<std::size_t>(i)];
   const Coll k = block ? Coll::reduce_scatter_block : Coll::reduce_scatter;
-  NodeShared* ns = may_use_node_shared(k, c) ? node_shared(c) : nullptr;
   CallSig s = reduction(k, total * esize, esize, t, op);
-  s.counts = weighted(counts, c.size());
-  CallScope scope(c, ns, s);
+  s.counts = weighted_counts(counts, c.size());
+  CallScope scope(c, s);
+  NodeShared* const ns = scope.ns();
   switch (choose<ReduceScatterAlgo>(k, c, total * esize, ns != nullptr)) {
     case ReduceScatterAlgo::recursive_halving:
       return reduce_scatter_recursive_halving(c, in, out, counts, esize, t, op);

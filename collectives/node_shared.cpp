@@ -1515,6 +1515,9 @@ CallScope::CallScope(const CommImpl& c, NodeShared* ns, const CallSig& s) : c_(c
   if (ns_) ns_->begin_call(c, s);
 }
 
+CallScope::CallScope(const CommImpl& c, const CallSig& s)
+    : CallScope(c, may_use_node_shared(s.kind, c) ? node_shared(c) : nullptr, s) {}
+
 void CallScope::watch_p2p() {
   if (!ns_ || watching_) return;
   detail::StallTest* const self = this;

@@ -135,11 +135,15 @@ struct CallSig {
 class CallScope final : detail::StallTest {
 public:
   CallScope(const detail::CommImpl& c, NodeShared* ns, const CallSig& s);
+  // The communicator's node-shared state where the call may use it (may_use_node_shared).
+  CallScope(const detail::CommImpl& c, const CallSig& s);
   ~CallScope() {
     if (watching_) detail::t_stall_test = outer_;
   }
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;
+  // The node-shared state the call records itself in (nullptr: none).
+  NodeShared* ns() const { return ns_; }
   // The call takes a point-to-point algorithm: its waits test for stalls too.
   void watch_p2p();
   static constexpr auto kGrace = std::chrono::milliseconds(1);
