@@ -151,11 +151,14 @@ std::byte* chunk(Shared* s, std::uint64_t i) {
 // memcpy of a cache-resident block between cache-line-aligned buffers, as an eager message's
 // copy into or out of a ring slot is. (Two separate heap blocks are typically 16 bytes apart
 // modulo a page, which makes rep-movsb memcpy 20x slower and would measure that instead.)
-double measure_copy_bw() {
+// Within `area`, memory already touched (the get buffer): a fresh buffer's first touches cost
+// ~20 us a page on this project's VMs, and a 128 KiB one took ~1 ms of calibration's 5-7.
+// The copies write into it; its contents do not matter to the gets that follow.
+double measure_copy_bw(std::span<std::byte> area) {
   constexpr std::size_t kBytes = 4 * kChunk;
-  std::vector<std::byte> buf(2 * kBytes + 2 * kLine, std::byte{1});
-  const auto base = reinterpret_cast<std::uintptr_t>(buf.data());
-  auto* src = buf.data() + ((kLine - base % kLine) % kLine);
+  static_assert(2 * kBytes + 2 * kLine <= kGetArea);
+  const auto base = reinterpret_cast<std::uintptr_t>(area.data());
+  auto* src = area.data() + ((kLine - base % kLine) % kLine);
   std::byte* dst = src + kBytes + kLine;
   std::vector<double> rates;
   for (int i = 0; i < kCopyRepeats; ++i) {
@@ -343,7 +346,7 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
 
   // The partner may still be starting: measure what needs no partner meanwhile.
   LinkFigures f;
-  f.copy_bw_Bps = measure_copy_bw();
+  f.copy_bw_Bps = measure_copy_bw(get_buffer());
   f.rndv_setup_us = measure_get_setup_us(opt.cma);
   std::memset(chunk(s, 0), 0, kSlots * kChunk + kGetArea);  // fault the owner's side in
   const std::span<std::byte> get_dst = get_buffer();
