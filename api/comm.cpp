@@ -208,19 +208,12 @@ CallRecord reduction(std::size_t count, std::size_t esize, detail::Type t, Op op
                     .op = static_cast<std::int32_t>(op)};
 }
 
-// Σ weight(from, q) × counts[q] over the communicator (mod 2^64): equal on ranks holding equal
-// counts.
-std::uint64_t weighted(const detail::CommImpl& c, std::span<const std::size_t> counts,
-                       int from = 0) {
-  return coll::weighted_counts(counts, c.size(), from);
-}
-
 // gatherv, scatterv: every rank's own count; the root's also the weighted sum of its counts,
 // which the others compare with the counts the ranks pass.
 CallRecord rooted_v(const detail::CommImpl& c, std::size_t count, std::size_t esize, detail::Type t,
                     int root, std::span<const std::size_t> counts) {
   CallRecord r{.root = root, .count = count, .esize = esize, .type = static_cast<std::int32_t>(t)};
-  if (c.rank() == root) r.sum_a = weighted(c, counts, root);
+  if (c.rank() == root) r.sum_a = coll::weighted_counts(counts, c.size(), root);
   return r;
 }
 
@@ -769,7 +762,7 @@ void Comm::reduce_scatter_(const void* in, bool inplace, void* out, sizes counts
       },
       [&] {
         CallRecord r = reduction(0, esize, t, op);
-        r.sum_a = weighted(c, counts);
+        r.sum_a = coll::weighted_counts(counts, c.size());
         return r;
       });
   run_collective("reduce_scatter", "counts", [&] {
@@ -799,7 +792,7 @@ void Comm::allgatherv_(const void* in, bool inplace, std::size_t count, void* ou
       },
       [&] {
         CallRecord r = moving(count, esize, t);
-        r.sum_a = weighted(c, counts);
+        r.sum_a = coll::weighted_counts(counts, c.size());
         return r;
       });
   run_collective("allgatherv", "counts", [&] {

@@ -1,7 +1,8 @@
 // The collectives of collectives.hpp: each picks its algorithm for this call (select.hpp)
-// and runs it. Barrier, bcast, allreduce, allgather(v) and alltoall also have the node-shared
-// paths of node_shared.hpp: every rank evaluates the same condition before node_shared(), so
-// the communicator's segment is created collectively.
+// and runs it. Barrier, bcast, reduce, allreduce, allgather(v), alltoall and
+// reduce_scatter(_block) also have the node-shared paths of node_shared.hpp: every rank
+// evaluates the same condition before node_shared(), so the communicator's segment is
+// created collectively.
 #include "collectives/algorithms.hpp"
 #include "collectives/collectives.hpp"
 #include "collectives/count_weights.hpp"
@@ -217,6 +218,7 @@ void allgatherv(const CommImpl& c, const void* in, std::size_t, void* out, sizes
 void alltoall(const CommImpl& c, const void* in, void* out, std::size_t bytes) {
   const Layout l = Layout::uniform(bytes);
   const std::size_t total = bytes * static_cast<std::size_t>(c.size());
+  // (Not CallScope's own choice of state: the chunks must also hold a block per rank pair.)
   NodeShared* ns = may_use_node_shared(Coll::alltoall, c) ? node_shared(c) : nullptr;
   if (ns && !shm_alltoall_fits(c, *ns)) ns = nullptr;
   CallScope scope(c, ns, {.kind = Coll::alltoall, .bytes = bytes});

@@ -300,8 +300,9 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .formula_text = "(link_rtt_us + min(rndv_setup_us, 2 x get_fill_bytes / link_bw x 1e6)) / "
                      "1e6 / (1/copy_bw + 1/link_bw - 1/get_bw): where rendezvous's extra "
                      "handshake and start cost less than eager's extra copy (get_fill_bytes: "
-                     "shm 16 KiB, 0 with RMP_SHM_COPY=single|split, whose start is "
-                     "rndv_setup_us; where every get goes through the chunks, RMP_SHM_CMA=0 or "
+                     "shm 16 KiB, 0 with RMP_SHM_COPY=single|split and cross-memory attach, whose "
+                     "start is rndv_setup_us; where every get goes through the chunks, "
+                     "RMP_SHM_CMA=0 or "
                      "RMP_SHM_COPY=chunks|streaming, the piece alone, no single copy's set-up)",
      .meaning = {"unexpected sends up to it are buffered", "eager-copy through ring slots",
                  "eager-copy through the socket", "eager-copy through bounce buffers"},

@@ -125,7 +125,8 @@ std::string segment_name(const JobIdentity& id) {
 
 // Where this process's gets land during calibration. The partner writes into it (the split
 // copy) and may still be doing so after a try was cut short and the owner moved on, so it
-// lives as long as the process and is never reused for anything else.
+// lives as long as the process; before that it serves only measure_copy_bw, which runs before
+// the first split request.
 std::span<std::byte> get_buffer() {
   static std::byte* const buf = [] {
     auto* b = new std::byte[kGetArea];
