@@ -302,8 +302,8 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
                      "handshake and start cost less than eager's extra copy (get_fill_bytes: "
                      "shm 16 KiB, 0 with RMP_SHM_COPY=single|split and cross-memory attach, whose "
                      "start is rndv_setup_us; where every get goes through the chunks, "
-                     "RMP_SHM_CMA=0 or "
-                     "RMP_SHM_COPY=chunks|streaming, the piece alone, no single copy's set-up)",
+                     "RMP_SHM_CMA=0 or RMP_SHM_COPY=chunks|streaming, the piece alone, no "
+                     "single copy's set-up)",
      .meaning = {"unexpected sends up to it are buffered", "eager-copy through ring slots",
                  "eager-copy through the socket", "eager-copy through bounce buffers"},
      .help = "Messages up to this size are copied eagerly; larger ones use rendezvous-get "

@@ -346,14 +346,14 @@ Calibration measure_as_owner(const JobIdentity& id, const ShmCalibrationOptions&
   // After ready: the partner starts touching its side of the segment while this rank's get
   // buffer is allocated and touched (~1.3 ms here on first use). The partner reads split_dst
   // only after a split request, which this rank publishes after writing it.
-  s->split_dst = reinterpret_cast<std::uint64_t>(get_buffer().data());
+  const std::span<std::byte> get_dst = get_buffer();
+  s->split_dst = reinterpret_cast<std::uint64_t>(get_dst.data());
 
   // The partner may still be starting: measure what needs no partner meanwhile.
   LinkFigures f;
-  f.copy_bw_Bps = measure_copy_bw(get_buffer());
+  f.copy_bw_Bps = measure_copy_bw(get_dst);
   f.rndv_setup_us = measure_get_setup_us(opt.cma);
   std::memset(chunk(s, 0), 0, kSlots * kChunk + kGetArea);  // fault the owner's side in
-  const std::span<std::byte> get_dst = get_buffer();
 
   const Clock::time_point arrive_by = t_begin + opt.arrival_wait;
   while (s->state.load(std::memory_order_acquire) == kWaiting && Clock::now() < arrive_by)
