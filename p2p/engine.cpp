@@ -425,7 +425,11 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
   r->key = ep.transport().register_memory(region);
   r->registered = true;
   e.credits = take_owed(p);
-  RtsHeader h{e, bytes, reinterpret_cast<std::uint64_t>(r), reinterpret_cast<std::uint64_t>(buf),
+  RtsHeader h{e,
+              bytes,
+              r->tuned && tune_explored_ ? p2p::kRtsExplored : 0u,
+              reinterpret_cast<std::uint64_t>(r),
+              reinterpret_cast<std::uint64_t>(buf),
               r->key};
   ++p.rndv_out;
   send_or_queue(p, world, Am::rts, p2p::bytes_of(h), {}, false, r, false, false);
@@ -514,6 +518,7 @@ bool Engine::tune_pick(std::size_t bytes) {
   c.tune_explorations += pick.explore;
   if (pick.eager && bytes > eager_threshold_) ++c.tune_eager_above;
   if (!pick.eager && bytes <= eager_threshold_) ++c.tune_rndv_below;
+  tune_explored_ = pick.explore;
   return pick.eager;
 }
 
@@ -581,12 +586,14 @@ void Engine::start_rendezvous(RequestState* r, int peer_world, const RtsHeader& 
   if (h.size > r->cap) {
     // MPI consumes a truncated message: release the sender without moving the data.
     r->status.bytes = 0;
-    fail(r, Errc::truncate, truncate_message(r->call, h.e.src, h.e.tag, h.size, r->cap));
+    fail(r, Errc::truncate,
+         truncate_message(r->call, h.e.src, h.e.tag, static_cast<std::size_t>(h.size), r->cap));
     send_ack(peer_world, Am::fin, h.sid);
     complete(r);
     return;
   }
   r->get_done.fn = &Engine::on_get_done;
+  r->settled_get = (h.flags & p2p::kRtsExplored) != 0;
   ++active_gets_;
   issue_get(r, h.addr, h.key);
 }
@@ -595,9 +602,10 @@ void Engine::start_rendezvous(RequestState* r, int peer_world, const RtsHeader& 
 // no room for the read (retry), failed when it refuses it.
 bool Engine::issue_get(RequestState* r, std::uint64_t addr, const rt::RemoteKey& key) {
   Peer& p = peer(r->peer);
-  const rt::TStatus s = endpoint_of(p, r->peer)
-                            .get(std::span(static_cast<std::byte*>(r->buf), r->status.bytes), addr,
-                                 key, &r->get_done, p.rndv_out > 0);
+  const rt::TStatus s =
+      endpoint_of(p, r->peer)
+          .get(std::span(static_cast<std::byte*>(r->buf), r->status.bytes), addr, key, &r->get_done,
+               rt::GetHints{.both_ways = p.rndv_out > 0, .settled = r->settled_get});
   if (s == rt::TStatus::ok) return true;
   if (s == rt::TStatus::retry) {
     retry_gets_.push_back({r, addr, key});
@@ -909,7 +917,8 @@ std::optional<Status> Engine::iprobe(const CommImpl& comm, p2p::Channel ch, int 
   progress_locked();
   const Unexpected* u = queues(comm.context(ch)).find_unexpected(src, tag);
   if (!u) return std::nullopt;
-  return Status{u->h.src, u->h.tag, u->kind == Am::rts ? u->rts.size : u->size};
+  return Status{u->h.src, u->h.tag,
+                u->kind == Am::rts ? static_cast<std::size_t>(u->rts.size) : u->size};
 }
 
 Status Engine::probe(const CommImpl& comm, p2p::Channel ch, int src, int tag) {
@@ -917,7 +926,9 @@ Status Engine::probe(const CommImpl& comm, p2p::Channel ch, int src, int tag) {
   progress();
   progress_until([&] {
     Unexpected* u = queues(comm.context(ch)).find_unexpected(src, tag);
-    if (u) st = Status{u->h.src, u->h.tag, u->kind == Am::rts ? u->rts.size : u->size};
+    if (u)
+      st = Status{u->h.src, u->h.tag,
+                  u->kind == Am::rts ? static_cast<std::size_t>(u->rts.size) : u->size};
     return u != nullptr;
   });
   return st;

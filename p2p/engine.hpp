@@ -55,6 +55,7 @@ struct RequestState {
   // rendezvous receive
   std::uint64_t sid = 0;
   rt::Completion get_done;
+  bool settled_get = false;  // the sender explores rendezvous with it (p2p::kRtsExplored)
   class Engine* engine = nullptr;
   // activity (non-blocking collective)
   std::unique_ptr<Activity> activity;
@@ -384,6 +385,7 @@ private:
   std::vector<RetryGet> retry_gets_;           // reads the transport had no room for yet
   std::vector<RetryGet> retrying_;             // retry_gets()'s, kept for its capacity
   std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
+  bool tune_explored_ = false;                 // the last tune_pick() was an exploration
   std::recursive_mutex mu_;
   bool threaded_ = false;
   struct ProgressThread;

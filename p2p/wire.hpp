@@ -32,11 +32,18 @@ struct SyncHeader {
 };
 struct RtsHeader {
   EagerHeader e;
-  std::uint64_t size;
+  // Bytes: 56 bits hold more than any address space (x86-64: 57 bits of virtual address at
+  // most, user space half of it), and keep the header within 63 bytes.
+  std::uint64_t size : 56;
+  std::uint64_t flags : 8;  // kRtsExplored
   std::uint64_t sid;
   std::uint64_t addr;
   rt::RemoteKey key;
 };
+// rts: the sender's adaptive tuner is trying rendezvous out with this send (where it holds
+// eager) and judges it on its time: the receiver asks its transport for a settled get
+// (rt::GetHints::settled), so that no copy mechanism is on trial within that trial.
+inline constexpr std::uint32_t kRtsExplored = 1;
 struct AckHeader {
   std::uint32_t credits;
   std::uint32_t flags;  // kAckTrialGet

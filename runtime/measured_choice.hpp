@@ -211,6 +211,29 @@ public:
     return best;
   }
 
+  // Which mode serves a use of `bytes` that the caller is itself trying out and judging (the
+  // adaptive tuner's explored rendezvous sends): the held mode; before one is held, the
+  // fastest measured so far, the mode held by the nearest size class that holds one, or
+  // `guess` (when enabled; else the first enabled mode). It takes no warm-up turn, starts no
+  // burst and is not counted among the uses that pace them: a warm-up turn or burst would
+  // put a mechanism on trial under the caller's trial. Its time is recorded as any use's.
+  // last_was_trial() says whether it rests on no measurement of this size class.
+  int choose_settled(std::size_t bytes, int guess) {
+    trial_ = false;
+    const Bucket& b = bucket(bytes);
+    if (b.held >= 0) return b.held;
+    int best = -1;
+    for (int m = 0; m < N; ++m)
+      if (enabled(m) && b.samples[m] > 0 && (best < 0 || score(b, m) > score(b, best))) best = m;
+    if (best >= 0) return best;
+    trial_ = true;
+    if (const int n = neighbour_held(bucket_of(bytes)); n >= 0) return n;
+    if (guess >= 0 && guess < N && enabled(guess)) return guess;
+    for (int m = 0; m < N; ++m)
+      if (enabled(m)) return m;
+    return 0;
+  }
+
   // Whether the last choose() gave a mode on trial: one warming up, one re-measured in a burst,
   // or the initial mode held before anything was measured; false where the held mode serves.
   bool last_was_trial() const { return trial_; }

@@ -32,6 +32,7 @@ constexpr CounterField kFields[] = {
     {"shm_split_helped", &Counters::shm_split_helped},
     {"shm_gets_waited", &Counters::shm_gets_waited},
     {"shm_gets_both_ways", &Counters::shm_gets_both_ways},
+    {"shm_gets_settled", &Counters::shm_gets_settled},
     {"shm_huge_blocks", &Counters::shm_huge_blocks},
     {"shm_eager_streamed", &Counters::shm_eager_streamed},
     {"shm_eager_timed", &Counters::shm_eager_timed},

@@ -43,6 +43,8 @@ struct Counters {
   std::uint64_t shm_split_helped = 0;     // pieces this rank wrote for a peer's split get
   std::uint64_t shm_gets_waited = 0;      // gets that waited for another mechanism's to end
   std::uint64_t shm_gets_both_ways = 0;   // gets started with traffic both ways (RMP_SHM_COPY=auto)
+  std::uint64_t shm_gets_settled = 0;     // gets made settled (rt::GetHints): the sender's tuner
+                                          // explored rendezvous with them
   std::uint64_t shm_huge_blocks = 0;      // 2 MiB blocks of buffers that others read or write
                                           // by cross-memory attach put on huge pages
   std::uint64_t shm_eager_streamed = 0;   // eager payloads stored with streaming stores

@@ -31,7 +31,7 @@ SyncHeader make<SyncHeader>(std::uint64_t i) {
 }
 template <>
 RtsHeader make<RtsHeader>(std::uint64_t i) {
-  RtsHeader h{make<EagerHeader>(i), i << 10, i * 3, 0x7f0000000000 + (i << 12), {}};
+  RtsHeader h{make<EagerHeader>(i), i << 10, 0, i * 3, 0x7f0000000000 + (i << 12), {}};
   h.key.len = 8;
   return h;
 }

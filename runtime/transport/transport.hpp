@@ -46,6 +46,20 @@ struct Completion {
   bool trial = false;
 };
 
+// What the caller of a get knows that may help a transport choose how to make it.
+struct GetHints {
+  // The caller has data of its own in flight to this peer too (a rendezvous send it has not
+  // seen finish), so the peer is reading from it or about to: a transport whose mechanisms
+  // borrow the peer's CPU may prefer one that leaves it to its own reading.
+  bool both_ways = false;
+  // The caller is trying something out with this get and judges it on its time (the adaptive
+  // tuner exploring rendezvous where it holds eager: p2p marks the send's rts). A transport
+  // that chooses its mechanism by measurement serves it by the mechanism it holds for the
+  // get's size (or its best guess before it holds one) and puts nothing on trial with it: two
+  // explorations nested, the outer one judged a mechanism the inner one was trying.
+  bool settled = false;
+};
+
 // Remote key of registered memory, packed small enough to travel in a rendezvous header.
 struct RemoteKey {
   std::uint8_t len = 0;
@@ -77,11 +91,8 @@ public:
   virtual TStatus send_am(AmId id, std::span<const std::byte> header,
                           std::span<const std::byte> payload, bool inline_hint) = 0;
   // RDMA-read semantics: fill `local` from the peer's registered memory at `remote_addr`.
-  // `both_ways`: the caller has data of its own in flight to this peer too (a rendezvous send
-  // it has not seen finish), so the peer is reading from it or about to: a transport whose
-  // mechanisms borrow the peer's CPU may prefer one that leaves it to its own reading.
   virtual TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
-                      Completion* done, bool both_ways) = 0;
+                      Completion* done, GetHints hints) = 0;
   // RDMA-write semantics: copy `local` to the peer's registered memory at `remote_addr`.
   virtual TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr,
                       const RemoteKey& key, Completion* done) = 0;

@@ -284,6 +284,58 @@ TEST(CopyChooser, GetsAloneInAStreamAndBothWaysAreChosenApart) {
   EXPECT_DOUBLE_EQ(c.rate(Mode::split, bytes, Traffic::both_ways), 26e9);
 }
 
+// A get the caller is itself trying out (GetHints::settled: the adaptive tuner's explored
+// rendezvous) takes no warm-up turn and starts no burst: before anything is measured it gets
+// the guess for its traffic, once a mechanism is held that one, and the chooser's own uses
+// go on as if it had not been asked.
+TEST(CopyChooser, SettledGets_PutNothingOnTrial) {
+  using Traffic = CopyChooser::Traffic;
+  const std::size_t bytes = 32 << 10;
+  CopyChooser fresh;
+  EXPECT_EQ(fresh.choose_settled(bytes, Traffic::alone), Mode::chunks);
+  EXPECT_TRUE(fresh.last_was_trial(Traffic::alone)) << "a guess, measured nowhere";
+  EXPECT_EQ(fresh.choose_settled(bytes, Traffic::stream), Mode::split);
+  EXPECT_EQ(fresh.choose_settled(bytes, Traffic::both_ways), Mode::single);
+
+  // Settled gets interleaved with the chooser's own: its sequence of choices is unchanged.
+  const FakeRates r{6e9, 12e9, 8e9, 10e9};
+  CopyChooser plain, mixed;
+  for (int i = 0; i < 1200; ++i) {
+    const Mode want = plain.choose(bytes, Traffic::alone);
+    plain.record(want, bytes, static_cast<double>(bytes) / r.of(want), Traffic::alone);
+    const Mode settled = mixed.choose_settled(bytes, Traffic::alone);
+    const bool settled_trial = mixed.last_was_trial(Traffic::alone);
+    const Mode got = mixed.choose(bytes, Traffic::alone);
+    ASSERT_EQ(got, want) << "use " << i;
+    mixed.record(got, bytes, static_cast<double>(bytes) / r.of(got), Traffic::alone);
+    if (i >= 40) {  // the warm-up is over: the double copy (fastest) is held
+      EXPECT_EQ(settled, Mode::chunks) << "use " << i;
+      EXPECT_FALSE(settled_trial) << "use " << i;
+    }
+  }
+
+  // Before a mechanism is held, the fastest measured so far, else the nearest size class's
+  // held one.
+  CopyChooser early;
+  const Mode first = early.choose(bytes, Traffic::alone);
+  early.record(first, bytes, 1e-6, Traffic::alone);  // the first use of a mode: not counted
+  early.record(first, bytes, 1e-6, Traffic::alone);
+  EXPECT_EQ(early.choose_settled(bytes, Traffic::alone), first);
+  EXPECT_FALSE(early.last_was_trial(Traffic::alone));
+  for (int i = 0; i < 100; ++i) {
+    const Mode m = early.choose(4 * bytes, Traffic::alone);
+    early.record(m, 4 * bytes, static_cast<double>(4 * bytes) / (m == Mode::split ? 20e9 : 5e9),
+                 Traffic::alone);
+  }
+  EXPECT_EQ(early.choose_settled(bytes / 4, Traffic::alone), Mode::split)
+      << "the nearest size class that holds a mechanism holds the split copy";
+
+  // Without cross-memory attach (the chunk modes only) the guesses fall back to those.
+  CopyChooser chunks_only(CopyChooser::kChunkModes);
+  EXPECT_EQ(chunks_only.choose_settled(bytes, Traffic::alone), Mode::chunks);
+  EXPECT_EQ(chunks_only.choose_settled(bytes, Traffic::both_ways), Mode::chunks);
+}
+
 // Gets both ways where each process reading its own direction is fastest (the host where
 // that was the fixed rule): a window of them, all started before any ends, goes to the single
 // copy after the warm-up (Pace::initial), and the single copy keeps them.

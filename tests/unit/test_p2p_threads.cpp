@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/unit/coll_env.hpp"
 #include "tests/unit/thread_ranks.hpp"
 
 using rmp::p2p::Channel;
@@ -320,14 +321,14 @@ public:
   }
   rmp::rt::TStatus get(std::span<std::byte> local, std::uint64_t remote_addr,
                        const rmp::rt::RemoteKey& key, rmp::rt::Completion* done,
-                       bool both_ways) override {
+                       rmp::rt::GetHints hints) override {
     if (get_retries > 0) {
       --get_retries;
       ++gets_retried;
       return rmp::rt::TStatus::retry;
     }
     if (refuse_gets) return rmp::rt::TStatus::error;
-    return real_.get(local, remote_addr, key, done, both_ways);
+    return real_.get(local, remote_addr, key, done, hints);
   }
   rmp::rt::TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr,
                        const rmp::rt::RemoteKey& key, rmp::rt::Completion* done) override {
@@ -550,5 +551,50 @@ TEST(P2pThreads, RendezvousGetsOnTrial_FlaggedInTheFin) {
     EXPECT_GE(trials, 4u) << "sends of " << big << " bytes whose get was on trial, of " << kSends;
     EXPECT_LE(trials, static_cast<std::uint64_t>(kSends) * 3 / 4)
         << "sends of " << big << " bytes whose get was on trial, of " << kSends;
+  });
+}
+
+// Under RMP_TUNE=adaptive a rendezvous send the tuner explores (where the static rule is
+// eager) says so in its rts, and the receiver's transport makes that get settled: by the copy
+// mechanism it holds or its guess, with nothing on trial (rt::GetHints::settled), counted as
+// shm_gets_settled. Rendezvous by the static rule is never settled.
+TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
+  constexpr std::size_t kBytes = 32 << 10;
+  constexpr int kRoundTrips = 400, kTag = 12;
+  auto pingpong = [](ThreadRank& t) {
+    auto& e = t.engine;
+    std::vector<unsigned char> data(kBytes, static_cast<unsigned char>(t.world.rank() + 1));
+    const std::uint64_t before = t.ctx.counters().shm_gets_settled;
+    for (int i = 0; i < kRoundTrips; ++i) {
+      if (t.world.rank() == 0) {
+        e.wait(e.isend(t.world, Channel::user, data.data(), kBytes, 1, kTag, false));
+        e.wait(e.irecv(t.world, Channel::user, data.data(), kBytes, 1, kTag));
+      } else {
+        e.wait(e.irecv(t.world, Channel::user, data.data(), kBytes, 0, kTag));
+        e.wait(e.isend(t.world, Channel::user, data.data(), kBytes, 0, kTag, false));
+      }
+    }
+    // Rank 1 sends back what it received: rank 0's bytes, intact, on both ranks.
+    EXPECT_TRUE(std::all_of(data.begin(), data.end(), [](unsigned char b) { return b == 1; }))
+        << "rank " << t.world.rank();
+    return t.ctx.counters().shm_gets_settled - before;
+  };
+  {
+    rmp::testing::ScopedEnv tune("RMP_TUNE", "adaptive"), eager("RMP_EAGER_THRESHOLD", "65536");
+    run_thread_ranks(2, [&](ThreadRank& t) {
+      const std::uint64_t settled = pingpong(t);
+      const rmp::rt::Counters& c = t.ctx.counters();
+      EXPECT_GT(c.tune_explorations, 0u);
+      // Each rank explored rendezvous (its first burst comes after 64-87 sends of the
+      // bucket), and the peer's gets of those sends were settled: at most one a rendezvous
+      // send of the peer's, which both ranks count alike here (the same number of sends).
+      EXPECT_GE(settled, 1u) << "rank " << t.world.rank();
+      EXPECT_LE(settled, static_cast<std::uint64_t>(kRoundTrips)) << "rank " << t.world.rank();
+    });
+  }
+  rmp::testing::ScopedEnv tune("RMP_TUNE", "static"), eager("RMP_EAGER_THRESHOLD", "16384");
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    EXPECT_EQ(pingpong(t), 0u) << "rendezvous by the static rule: rank " << t.world.rank();
+    EXPECT_GE(t.ctx.counters().msgs_rndv, static_cast<std::uint64_t>(kRoundTrips));
   });
 }

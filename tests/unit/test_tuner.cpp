@@ -1076,5 +1076,29 @@ TEST(GetTuner, CandidatesAroundTheStaticSetting_PairGeometryHoldsTheLargest) {
   EXPECT_EQ(shm_defaults.pick(4 << 20).fragment, 512u * 1024);
 }
 
+// A settled pick (a get the caller explores itself, rt::GetHints::settled) is the bucket's
+// current setting, never an exploration, and asks for no observation; the picks around it go
+// on as without it.
+TEST(GetTuner, SettledPicks_TheCurrentSettingAndNoObservation) {
+  shm::GetTuner plain(128 * 1024, 2, 1 << 20, true), mixed(128 * 1024, 2, 1 << 20, true);
+  const std::size_t bytes = 1 << 20;
+  int explored = 0;
+  for (int i = 0; i < 600; ++i) {
+    const shm::GetTuner::Pick want = plain.pick(bytes);
+    const shm::GetTuner::Pick settled = mixed.pick(bytes, true);
+    const shm::GetTuner::Pick got = mixed.pick(bytes);
+    EXPECT_FALSE(settled.tuned);
+    EXPECT_FALSE(settled.explore);
+    EXPECT_EQ(settled.fragment, 128u * 1024) << "no move: the costs below favour none";
+    ASSERT_EQ(got.fragment, want.fragment) << "pick " << i;
+    ASSERT_EQ(got.depth, want.depth) << "pick " << i;
+    ASSERT_EQ(got.explore, want.explore) << "pick " << i;
+    explored += got.explore;
+    plain.observe(bytes, want.setting, 1e-4);
+    mixed.observe(bytes, got.setting, 1e-4);
+  }
+  EXPECT_GT(explored, 0) << "the plain picks explored meanwhile";
+}
+
 }  // namespace
 }  // namespace rmp::rt

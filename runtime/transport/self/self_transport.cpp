@@ -17,7 +17,7 @@ public:
   TStatus send_am(AmId id, std::span<const std::byte> header, std::span<const std::byte> payload,
                   bool inline_hint) override;
   TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
-              Completion* done, bool both_ways) override;
+              Completion* done, GetHints hints) override;
   TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
               Completion* done) override;
   Transport& transport() override;
@@ -94,7 +94,7 @@ TStatus SelfEndpoint::send_am(AmId id, std::span<const std::byte> header,
 }
 
 TStatus SelfEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
-                          Completion* done, bool) {
+                          Completion* done, GetHints) {
   if (!local.empty()) std::memcpy(local.data(), reinterpret_cast<const void*>(remote_addr), local.size());
   t_.complete_later(done);
   return TStatus::ok;

@@ -68,6 +68,21 @@ public:
   Mode choose(std::size_t bytes, Traffic t = Traffic::stream) {
     return static_cast<Mode>(of(t).choose(bytes));
   }
+  // A get the caller is itself trying out (GetHints::settled; MeasuredChoice::choose_settled):
+  // the mechanism held for its size and traffic, else the guess for that traffic: for gets
+  // alone the double copy, for the others the mechanism held from the warm-up on (initial).
+  // Gets alone are what the adaptive tuner explores in a ping-pong, where eager is the static
+  // rule's choice up to tens of KiB; measured there (static rendezvous ping-pongs of 32 and
+  // 64 KiB, cores far apart, 4000 round trips): the double copy at 2.7 and 3.8 us a get, streaming
+  // stores 2.8-3.1 and 4.1-5.8, the split copy 7.2-8.5; with the cores near the double copy
+  // wins by 2-3x (above). Served by the chooser's own warm-up order instead, the tuner's
+  // first four bursts of rendezvous each went to another mechanism (32 KiB, cores far: gets
+  // of 4.4-5.3 us single, 2.4-3.8 double copy, 6.3-22 split) and were judged on it.
+  Mode choose_settled(std::size_t bytes, Traffic t) {
+    static constexpr std::array<Mode, kTraffics> kGuess{Mode::split, Mode::chunks, Mode::single};
+    return static_cast<Mode>(
+        of(t).choose_settled(bytes, static_cast<int>(kGuess[static_cast<std::size_t>(t)])));
+  }
   // Whether the last choose() for traffic `t` gave a mechanism on trial (MeasuredChoice).
   bool last_was_trial(Traffic t) const { return of(t).last_was_trial(); }
   void record(Mode mode, std::size_t bytes, double seconds, Traffic t = Traffic::stream) {

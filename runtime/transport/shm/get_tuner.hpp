@@ -48,10 +48,15 @@ public:
     bool explore;  // a neighbour of the current setting
     bool retuned;  // differs from the static setting
   };
-  Pick pick(std::size_t bytes) {
+  // `settled` (GetHints): the bucket's current setting, neither explored nor observed.
+  Pick pick(std::size_t bytes, bool settled = false) {
     const std::size_t b = HillTuner::bucket_of(bytes);
     if (!hill_.enabled(b))
       return {fragments_[start_[0]], depths_[start_[1]], start_, false, false, false};
+    if (settled) {
+      const HillTuner::Setting& s = hill_.current(b);
+      return {fragments_[s[0]], depths_[s[1]], s, false, false, s != start_};
+    }
     const HillTuner::Choice c = hill_.choose(b);
     return {fragments_[c.setting[0]], depths_[c.setting[1]], c.setting, true, c.explore,
             c.setting != start_};

@@ -135,6 +135,7 @@ struct GetJob {
   // What the pair was doing when it started (ShmEndpoint::get): the kind of traffic the copy
   // chooser hears of its time as.
   CopyChooser::Traffic traffic = CopyChooser::Traffic::stream;
+  bool settled = false;  // GetHints::settled: nothing of this get is on trial
 };
 struct ServeJob {
   const std::byte* src;
@@ -190,7 +191,7 @@ public:
     });
   }
   TStatus get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
-              Completion* done, bool both_ways) override;
+              Completion* done, GetHints hints) override;
   TStatus put(std::span<const std::byte> local, std::uint64_t remote_addr, const RemoteKey& key,
               Completion* done) override;
   Transport& transport() override;
@@ -205,7 +206,8 @@ public:
   }
   void start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote, Completion* done,
                        bool streaming = false,
-                       CopyChooser::Traffic traffic = CopyChooser::Traffic::stream);
+                       CopyChooser::Traffic traffic = CopyChooser::Traffic::stream,
+                       bool settled = false);
   // A get of len bytes posted at `posted` completed now by mechanism m: tell the chooser the
   // throughput the stream of gets saw (from when this one could start — posted, or the
   // previous get's end — to now, so waiting for the peer counts for every mechanism alike).
@@ -327,9 +329,10 @@ public:
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
   // `trial` (when given): whether the mechanism is one the measured choice is still trying.
+  // `settled` (GetHints): the mechanism it holds, or its guess, and nothing put on trial.
   CopyChooser::Mode copy_mode(std::size_t len,
                               CopyChooser::Traffic traffic = CopyChooser::Traffic::stream,
-                              bool* trial = nullptr) {
+                              bool* trial = nullptr, bool settled = false) {
     if (trial) *trial = false;
     switch (cfg_.copy) {
       case ShmConfig::Copy::single:
@@ -342,7 +345,8 @@ public:
         return CopyChooser::Mode::streaming;
       case ShmConfig::Copy::automatic: {
         CopyChooser& c = cma_ok_ ? chooser_ : chunk_chooser_;
-        const CopyChooser::Mode m = c.choose(len, traffic);
+        const CopyChooser::Mode m =
+            settled ? c.choose_settled(len, traffic) : c.choose(len, traffic);
         if (trial) *trial = c.last_was_trial(traffic);
         return m;
       }
@@ -487,10 +491,11 @@ void ShmEndpoint::send_ctl(AmId am, std::span<const std::byte> hdr,
 }
 
 void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t remote,
-                                  Completion* done, bool streaming, CopyChooser::Traffic traffic) {
+                                  Completion* done, bool streaming, CopyChooser::Traffic traffic,
+                                  bool settled) {
   // The pair holds chunks at least as large as this rank asked for (ShmTransport::connect); the
   // clamp only guards against a pair laid out otherwise.
-  GetTuner::Pick tune = t_.get_tuner().pick(len);
+  GetTuner::Pick tune = t_.get_tuner().pick(len, settled);
   std::size_t fragment = std::min(tune.fragment, in_chunks_.chunk_bytes);
   // At most as many fragments of this size in flight as the byte ring holds.
   const std::size_t ring = in_chunks_.nchunks * in_chunks_.chunk_bytes;
@@ -530,7 +535,7 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
 }
 
 TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
-                         Completion* done, bool both_ways) {
+                         Completion* done, GetHints hints) {
   t_.cma_buffer(local);
   if (local.empty()) {
     t_.complete_later(done, TStatus::ok);
@@ -547,7 +552,7 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
   // the single copy from its warm-up on until another mechanism measures faster. So where
   // ranks share cores too: two ranks on one core, bidirectional windows of 1 MiB ran 1.29x
   // faster chosen than read with cross-memory attach each way (256 KiB 1.10x).
-  const bool both = both_ways || peer_reading_->load(std::memory_order_relaxed) > 0;
+  const bool both = hints.both_ways || peer_reading_->load(std::memory_order_relaxed) > 0;
   // Alone: nothing of the pair's running or waiting, and the get before found it so too. A
   // bandwidth window's first get finds the pair idle, but follows the last window's gets,
   // which had company: chosen as one alone (streaming chunks where the window's gets went
@@ -560,14 +565,16 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, 
                                        : alone ? CopyChooser::Traffic::alone
                                                : CopyChooser::Traffic::stream;
   t_.counters().shm_gets_both_ways += both && t_.automatic_copy();
+  t_.counters().shm_gets_settled += hints.settled;
   GetJob j{.dst = local.data(),
            .len = local.size(),
            .off = 0,
            .done = done,
            .posted = Clock::now(),
            .remote = remote_addr,
-           .mode = t_.copy_mode(local.size(), traffic, &done->trial),
-           .traffic = traffic};
+           .mode = t_.copy_mode(local.size(), traffic, &done->trial, hints.settled),
+           .traffic = traffic,
+           .settled = hints.settled};
   if (!waiting_.empty() || (gets_running_ > 0 && !same_queue(j.mode, running_mode_))) {
     waiting_.push_back(j);
     t_.mark_busy(this);
@@ -588,7 +595,7 @@ void ShmEndpoint::start_get(const GetJob& j) {
     case CopyChooser::Mode::chunks:
     case CopyChooser::Mode::streaming:
       start_chunk_get(j.dst, j.len, j.remote, j.done, j.mode == CopyChooser::Mode::streaming,
-                      j.traffic);
+                      j.traffic, j.settled);
       break;
     case CopyChooser::Mode::split:
       splits_.push_back(j);
