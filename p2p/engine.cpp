@@ -478,7 +478,7 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
       }
       count_eager(bytes, inl);
       if (tuned) {  // as a request's completion and release would
-        tuner_->complete(true, tuner_->complete_reads_clock() ? now_ns() : 0);
+        tuner_->complete(true, now_ns);
         tuner_->release();
       }
       return;
@@ -511,8 +511,7 @@ void Engine::send_ack(int world, Am am, std::uint64_t sid, std::uint32_t flags) 
 // uses the time.
 
 bool Engine::tune_pick(std::size_t bytes) {
-  const p2p::ProtocolTuner::Pick pick =
-      tuner_->post(bytes, tuner_->post_reads_clock() ? now_ns() : 0);
+  const p2p::ProtocolTuner::Pick pick = tuner_->post(bytes, now_ns);
   rt::Counters& c = ctx_.counters();
   c.tune_moves += pick.moved;
   c.tune_explorations += pick.explore;
@@ -523,7 +522,7 @@ bool Engine::tune_pick(std::size_t bytes) {
 }
 
 void Engine::tuned_send_completed(const RequestState& r) {
-  tuner_->complete(r.tune_honoured, tuner_->complete_reads_clock() ? now_ns() : 0);
+  tuner_->complete(r.tune_honoured, now_ns);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "runtime/tuner.hpp"
@@ -128,6 +129,12 @@ public:
   // The protocol of a send of `bytes` (tunes(bytes)) posted at `now_ns`. complete() and
   // release() must follow for each.
   Pick post(std::size_t bytes, std::int64_t now_ns) {
+    return post(bytes, [now_ns] { return now_ns; });
+  }
+  // The same, the time read from now() only where it is used (post_reads_clock).
+  template <class Now>
+  requires std::is_invocable_r_v<std::int64_t, Now>
+  [[gnu::always_inline]] Pick post(std::size_t bytes, Now&& now) {
     const std::size_t b = rt::HillTuner::bucket_of(bytes);
     if (!started_[b] && stream_.enabled(b)) {
       started_[b] = true;
@@ -144,15 +151,16 @@ public:
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
       const bool cut = in_flight_ > 1;
+      const bool own = cut || times_own(b);  // this stream's (or send's) time is judged
+      const std::int64_t now_ns = own || judges_last(b) ? now() : kUntimed;
       const bool alone_moved = !cut && judge_alone(b, now_ns);
       // The stream before this one: the part of a stream this post cuts, or the last one.
       if (cut) {
         streamed_[s_.bucket] = true;
         stream_bytes_[s_.bucket] = s_.bytes;
       }
-      const Stream before = cut ? s_ : last_;
+      const bool moved = judge_stream(cut ? s_ : last_, b, now_ns);
       last_.judged = false;
-      const bool moved = judge_stream(before, b, now_ns);
       const bool beyond_credit = credit_bytes_ > 0 && stream_bytes_[b] > credit_bytes_ &&
                                  stream_.current(b)[0] == kRndv;
       rt::HillTuner::Choice c =
@@ -167,6 +175,7 @@ public:
       s_ = {.bucket = b,
             .eager = c.setting[0] == kEager,
             .explore = c.explore,
+            .judged = own,
             .cut = cut,
             .sends = 1,
             .bytes = bytes,
@@ -190,17 +199,33 @@ public:
   // there. Left unjudged, such explorations never lost, never backed off, and took one window
   // in eight.
   void complete(bool honoured, std::int64_t now_ns) {
-    s_.honoured = s_.honoured && honoured;
-    s_.done_ns = std::max(s_.done_ns, now_ns);
+    complete(honoured, [now_ns] { return now_ns; });
+  }
+  template <class Now>
+  requires std::is_invocable_r_v<std::int64_t, Now>
+  void complete(bool honoured, Now&& now) {
+    if (!honoured) s_.honoured = false;  // (no store otherwise: release() copies s_ whole)
+    if (complete_reads_clock()) s_.done_ns = std::max(s_.done_ns, now());
   }
 
-  // Whether the next post(), or a complete() now, uses its time: a post only when it starts a
-  // stream (its first send's post and the next stream's time it), a completion only in a
-  // stream of one send so far (a send alone is judged on it). Elsewhere a caller may pass 0
-  // and save reading the clock: two reads a send, ~27 ns each here, were 5-12 % of a 16 KiB
-  // send's time in a window (0.5-1 us).
-  bool post_reads_clock() const { return in_flight_ == 0 || s_.sends >= kSegment; }
-  bool complete_reads_clock() const { return s_.sends <= 1; }
+  // Whether the next post() of `bytes`, or a complete() now, uses its time. A post only when
+  // it starts a stream (its first send's post and the next stream's time it), and for a send
+  // alone only when it judges the last one or its own time will be judged: near its bucket's
+  // next exploration (HillTuner::judging_soon), not in between, where a send alone is left
+  // unjudged (the picks are the same). A completion only in a stream of one send so far whose
+  // post was timed (a send alone is judged on it). Elsewhere post() and complete() do not call
+  // the clock they are given: two reads a send, ~27 ns each here, were 5-12 % of a 16 KiB
+  // send's time in a window (0.5-1 us), and with the cheap clock (~11 ns) a ping-pong's send
+  // alone still cost the tuner ~36 ns, 3-4 % of a 32 KiB round trip with the cores near
+  // (~2.1 us); ~12 ns without the reads between explorations (and with the hot calls inlined:
+  // small results built in memory and read back at once stalled; a loop of sends with 140 ns
+  // of other work each).
+  bool post_reads_clock(std::size_t bytes) const {
+    if (in_flight_ > 0) return s_.sends >= kSegment;
+    const std::size_t b = rt::HillTuner::bucket_of(bytes);
+    return !started_[b] || times_own(b) || judges_last(b);
+  }
+  bool complete_reads_clock() const { return s_.sends <= 1 && s_.judged; }
 
   // The user is done with a send of post() (waited for it, or let go of it) and it completed.
   // A send alone is judged when the next one of its bucket is posted (judge_alone).
@@ -238,11 +263,28 @@ private:
   // them had two judged uses instead of three, too few to move at once: it kept rendezvous
   // in one run of two).
   static constexpr std::int64_t kGapFactor = 16;
+  // Sends alone are timed from this many uses of their bucket before an exploration: the
+  // last judged one before the burst is what the burst's costs are judged against, and one
+  // the gap rule leaves out (judge_alone) leaves the one before it (post_reads_clock).
+  static constexpr std::uint32_t kTimedLead = 4;
+  static constexpr std::int64_t kUntimed = INT64_MIN;  // post(): the time was not read
+
+  // Whether a send of bucket b posted with nothing in flight (a send alone, or a stream's
+  // first) is to be timed: a stream's first send, in a bucket whose last stream had more than
+  // one or whose sends alone are not tuned, and a send alone near an exploration.
+  bool times_own(std::size_t b) const {
+    return streamed_[b] || !alone_.enabled(b) || alone_.judging_soon(b, kTimedLead);
+  }
+  // Whether a post in bucket b judges the stream or send alone before it (then it reads the
+  // clock for that).
+  bool judges_last(std::size_t b) const {
+    return (last_.judged && last_.bucket == b) || (alone_last_.judged && alone_last_.bucket == b);
+  }
 
   struct Stream {
     std::size_t bucket = 0;
     bool eager = false, explore = false;
-    bool judged = true;    // one bucket and one setting throughout
+    bool judged = true;    // one bucket and one setting throughout, its first post timed
     bool honoured = true;  // every pick went by the protocol picked
     bool cut = false;      // the rest of a stream cut after kSegment sends
     std::uint32_t sends = 0;
@@ -251,7 +293,12 @@ private:
     std::int64_t done_ns = 0;    // its last completion
   };
 
-  static rt::HillTuner::Setting setting(bool eager) { return {eager ? kEager : kRndv, 0, 0}; }
+  // The two settings, as constants: a setting built on the stack byte by byte and compared as a
+  // word right after (HillTuner's comparisons) stalled the store's forwarding on every send.
+  static constexpr rt::HillTuner::Setting kEagerSetting{kEager, 0, 0}, kRndvSetting{kRndv, 0, 0};
+  static const rt::HillTuner::Setting& setting(bool eager) {
+    return eager ? kEagerSetting : kRndvSetting;
+  }
 
   // The default pace, with a bucket's first exploration of sends alone (rank × 23) mod 64
   // uses after the period's end (any two ranks closer than 64 apart differ): both ranks of a
@@ -280,7 +327,7 @@ private:
   // between, and that time, the same for both protocols, would drown their difference.
   bool judge_alone(std::size_t bucket, std::int64_t now_ns) {
     const Stream s = alone_last_;
-    if (!s.judged || s.bucket != bucket || now_ns <= s.posted_ns) {
+    if (!s.judged || s.bucket != bucket || now_ns == kUntimed || now_ns <= s.posted_ns) {
       skip_alone();
       return false;
     }
@@ -310,7 +357,9 @@ private:
   // A stream cut after kSegment sends (still in flight) is judged on the time to the post
   // that cut it.
   bool judge_stream(const Stream& s, std::size_t bucket, std::int64_t now_ns) {
-    if (!s.judged || s.bucket != bucket || s.bytes == 0 || now_ns <= s.posted_ns) return false;
+    if (!s.judged || s.bucket != bucket || s.bytes == 0 || now_ns == kUntimed ||
+        now_ns <= s.posted_ns)
+      return false;
     const double seconds = static_cast<double>(now_ns - s.posted_ns) * 1e-9;
     const double cost = seconds / static_cast<double>(s.bytes);
     if (setting(s.eager) == stream_.current(bucket)) {

@@ -113,7 +113,7 @@ public:
     bool explore;
   };
   // The setting to use for the next message of this bucket.
-  Choice choose(std::size_t bucket) {
+  [[gnu::always_inline]] Choice choose(std::size_t bucket) {
     Bucket& b = buckets_[bucket];
     if (!b.enabled) return {b.current, false};
     ++b.uses;
@@ -235,7 +235,7 @@ public:
   // a cost. Left uncounted, each burst added its uses to the ones still to come and its first to
   // the ones not judged, and once a few bursts went unjudged the next burst's judged uses were
   // thrown away as edges and the current setting's first use after a burst was judged again.
-  void skip(std::size_t bucket, const Setting& s) {
+  [[gnu::always_inline]] void skip(std::size_t bucket, const Setting& s) {
     Bucket& b = buckets_[bucket];
     if (!b.enabled) return;
     if (s == b.current) {
@@ -258,6 +258,19 @@ public:
     b.backoff = kMaxBackoff;
     end_exploration(b);
     --explorations_;
+  }
+
+  // Whether observations of this bucket's next uses feed a judgement: those of the current
+  // setting until it has a window of them, of its last `lead` uses before an exploration, of
+  // an exploration's burst and of the first use after it (counted unjudged), and while a
+  // settled wait holds (Pace::settled). Elsewhere a caller may leave its uses unjudged
+  // (skip()): the picks come out the same, since the current setting's costs count only
+  // through the latest one before a burst and the window's fill.
+  bool judging_soon(std::size_t bucket, std::uint32_t lead) const {
+    const Bucket& b = buckets_[bucket];
+    return b.enabled &&
+           (b.now.count < pace_.window || b.uses + lead >= b.next_explore || b.has_candidate ||
+            b.burst_left > 0 || b.cand_pending > 0 || b.unjudged_current > 0 || !settled(b));
   }
 
   std::uint64_t explorations() const { return explorations_; }

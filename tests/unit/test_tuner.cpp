@@ -968,7 +968,7 @@ TEST(ProtocolTuner, TimeLeftOutWhereNotRead_SamePicks) {
     auto at = [&](bool reads) { return skip && !reads ? 0 : clock; };
     for (int w = 0; w < 60; ++w) {  // windows where rendezvous is faster
       for (int i = 0; i < 64; ++i) {
-        picks.push_back(t.post(32768, at(t.post_reads_clock())).eager);
+        picks.push_back(t.post(32768, at(t.post_reads_clock(32768))).eager);
         clock += 10;
       }
       const std::int64_t took = 64 * (picks.back() ? 4000 : 1700);
@@ -977,7 +977,7 @@ TEST(ProtocolTuner, TimeLeftOutWhereNotRead_SamePicks) {
       clock += took;
     }
     for (int i = 0; i < 600; ++i) {  // a ping-pong where eager is faster
-      picks.push_back(t.post(32768, at(t.post_reads_clock())).eager);
+      picks.push_back(t.post(32768, at(t.post_reads_clock(32768))).eager);
       const bool eager = picks.back();
       clock += eager ? 500 : 1500;
       t.complete(true, at(t.complete_reads_clock()));
@@ -990,6 +990,35 @@ TEST(ProtocolTuner, TimeLeftOutWhereNotRead_SamePicks) {
   EXPECT_EQ(timed, skipped);
   EXPECT_FALSE(timed[64 * 59]) << "the windows did not move to rendezvous";
   EXPECT_TRUE(timed.back()) << "the ping-pong did not move to eager";
+}
+
+// In a ping-pong the tuner times only the sends alone whose cost a judgement uses: the first
+// window, the last few before each exploration, its burst and the use after it. Between
+// explorations it reads no clock, and still moves where the other protocol is faster.
+TEST(ProtocolTuner, SendsAlone_TimedOnlyNearExplorations) {
+  for (const bool rendezvous_faster : {false, true}) {
+    p2p::ProtocolTuner t(44, 60000, 262144);
+    std::int64_t clock = 0;
+    int timed = 0, posts = 0, eager_late = 0;
+    for (int i = 0; i < 3000; ++i) {
+      const bool reads = t.post_reads_clock(32768);
+      if (i >= 200) {
+        timed += reads;
+        ++posts;
+      }
+      const bool eager = t.post(32768, reads ? clock : 0).eager;
+      if (i >= 2500) eager_late += eager;
+      const bool fast = eager != rendezvous_faster;
+      clock += fast ? 500 : 900;
+      t.complete(true, t.complete_reads_clock() ? clock : 0);
+      t.release();
+      clock += fast ? 2000 : 3600;
+    }
+    EXPECT_GT(timed, 0) << "explorations are judged";
+    EXPECT_LE(timed, posts / 8) << "most sends alone are left untimed";
+    if (rendezvous_faster) EXPECT_EQ(eager_late, 0) << "moved to rendezvous";
+    else EXPECT_GE(eager_late, 490) << "stayed eager, bursts aside";
+  }
 }
 
 // Per-send accounting misjudged exactly this: a burst of rendezvous sends among eager ones,
