@@ -73,11 +73,13 @@ public:
   // alone the double copy, for the others the mechanism held from the warm-up on (initial).
   // Gets alone are what the adaptive tuner explores in a ping-pong, where eager is the static
   // rule's choice up to tens of KiB; measured there (static rendezvous ping-pongs of 32 and
-  // 64 KiB, cores far apart, 4000 round trips): the double copy at 2.7 and 3.8 us a get, streaming
-  // stores 2.8-3.1 and 4.1-5.8, the split copy 7.2-8.5; with the cores near the double copy
-  // wins by 2-3x (above). Served by the chooser's own warm-up order instead, the tuner's
+  // 64 KiB, cores far apart, 4000 round trips, each rank's mean): the double copy held most
+  // gets at 2.7-3.2 and 3.8-3.9 us, streaming stores the rest at 2.8-3.1 and 4.1-5.8; the
+  // split copy's warm-up ran at 7.2-8.5 and the single copy's at 15-30 (its first touches),
+  // and neither was taken up. With the cores near the double copy wins by 2-3x (above). Served by the chooser's own warm-up order instead, the tuner's
   // first four bursts of rendezvous each went to another mechanism (32 KiB, cores far: gets
-  // of 4.4-5.3 us single, 2.4-3.8 double copy, 6.3-22 split) and were judged on it.
+  // of 4.4-5.9 us single, 48-56 its first, 2.3-3.8 double copy, 5.4-22 split) and were
+  // judged on it.
   Mode choose_settled(std::size_t bytes, Traffic t) {
     static constexpr std::array<Mode, kTraffics> kGuess{Mode::split, Mode::chunks, Mode::single};
     return static_cast<Mode>(
