@@ -52,13 +52,17 @@ inline detail::CommImpl& comm_of(const Comm& c, const char* call) {
   return *impl;
 }
 
-// Whether count × esize (into `bytes`) passes PTRDIFF_MAX: no buffer is that large.
+// The most bytes a buffer may span: 2^56 - 1. No buffer is that large (x86-64 user space is
+// 2^47 bytes, 2^56 with five-level page tables), and p2p's rendezvous header carries a
+// message's size in 56 bits (p2p/wire.hpp).
+inline constexpr std::size_t kMaxBufferBytes = (std::size_t{1} << 56) - 1;
+
+// Whether count × esize (into `bytes`) passes kMaxBufferBytes.
 inline bool bytes_overflow(std::size_t count, std::size_t esize, std::size_t& bytes) {
-  return __builtin_mul_overflow(count, esize, &bytes) ||
-         bytes > static_cast<std::size_t>(PTRDIFF_MAX);
+  return __builtin_mul_overflow(count, esize, &bytes) || bytes > kMaxBufferBytes;
 }
 
-// count × esize, or invalid_count when it passes PTRDIFF_MAX.
+// count × esize, or invalid_count when it passes kMaxBufferBytes.
 inline std::size_t checked_bytes(const char* call, const char* arg, std::size_t count,
                                  std::size_t esize) {
   std::size_t bytes;
@@ -74,7 +78,7 @@ inline std::size_t checked_total(const char* call, std::size_t count, int ranks,
   std::size_t bytes;
   if (__builtin_mul_overflow(count, esize, &bytes) ||
       __builtin_mul_overflow(bytes, static_cast<std::size_t>(ranks), &bytes) ||
-      bytes > static_cast<std::size_t>(PTRDIFF_MAX)) [[unlikely]]
+      bytes > kMaxBufferBytes) [[unlikely]]
     throw_total_overflow(call, count, ranks, esize);
   return bytes;
 }

@@ -177,6 +177,7 @@ public:
             .explore = c.explore,
             .judged = own,
             .cut = cut,
+            .untimed = !own && !cut,
             .sends = 1,
             .bytes = bytes,
             .posted_ns = now_ns,
@@ -186,7 +187,16 @@ public:
     ++s_.sends;
     if (b != s_.bucket) {
       s_.judged = false;
+      s_.untimed = false;
       return {stream_.current(b)[0] == kEager, false, false};
+    }
+    if (s_.untimed) {
+      // A stream whose first post went untimed (a send alone, it seemed): judged from its
+      // second send on, as the streams of its bucket are.
+      s_.untimed = false;
+      s_.judged = true;
+      s_.posted_ns = now();
+      s_.bytes = 0;
     }
     s_.bytes += bytes;
     return {s_.eager, s_.explore, false};
@@ -221,7 +231,8 @@ public:
   // small results built in memory and read back at once stalled; a loop of sends with 140 ns
   // of other work each).
   bool post_reads_clock(std::size_t bytes) const {
-    if (in_flight_ > 0) return s_.sends >= kSegment;
+    if (in_flight_ > 0)
+      return s_.sends >= kSegment || (s_.untimed && rt::HillTuner::bucket_of(bytes) == s_.bucket);
     const std::size_t b = rt::HillTuner::bucket_of(bytes);
     return !started_[b] || times_own(b) || judges_last(b);
   }
@@ -248,6 +259,9 @@ public:
 
   std::size_t eager_threshold() const { return eager_threshold_; }
 
+  // Tests: every send timed, as before the sampling (post_reads_clock), to compare picks.
+  void time_every_send(bool on) { time_every_send_ = on; }
+
 private:
   static constexpr std::uint8_t kRndv = 0, kEager = 1;
   // Sends after which a stream that has not drained is cut: its part so far is judged on its
@@ -263,9 +277,10 @@ private:
   // them had two judged uses instead of three, too few to move at once: it kept rendezvous
   // in one run of two).
   static constexpr std::int64_t kGapFactor = 16;
-  // Sends alone are timed from this many uses of their bucket before an exploration: the
-  // last judged one before the burst is what the burst's costs are judged against, and one
-  // the gap rule leaves out (judge_alone) leaves the one before it (post_reads_clock).
+  // Sends alone are timed from this many uses of their bucket before an exploration (counted
+  // before the send's own: the last three before the burst): the last judged one before the
+  // burst is what the burst's costs are judged against, and one the gap rule leaves out
+  // (judge_alone) leaves the one before it (post_reads_clock).
   static constexpr std::uint32_t kTimedLead = 4;
   static constexpr std::int64_t kUntimed = INT64_MIN;  // post(): the time was not read
 
@@ -273,7 +288,8 @@ private:
   // first) is to be timed: a stream's first send, in a bucket whose last stream had more than
   // one or whose sends alone are not tuned, and a send alone near an exploration.
   bool times_own(std::size_t b) const {
-    return streamed_[b] || !alone_.enabled(b) || alone_.judging_soon(b, kTimedLead);
+    return time_every_send_ || streamed_[b] || !alone_.enabled(b) ||
+           alone_.judging_soon(b, kTimedLead);
   }
   // Whether a post in bucket b judges the stream or send alone before it (then it reads the
   // clock for that).
@@ -287,6 +303,7 @@ private:
     bool judged = true;    // one bucket and one setting throughout, its first post timed
     bool honoured = true;  // every pick went by the protocol picked
     bool cut = false;      // the rest of a stream cut after kSegment sends
+    bool untimed = false;  // its first post was not timed, and no other is yet
     std::uint32_t sends = 0;
     std::size_t bytes = 0;
     std::int64_t posted_ns = 0;  // its first send's post
@@ -451,6 +468,7 @@ private:
   Stream last_{.judged = false};        // the last one of more than one send, until judged
   Stream alone_last_{.judged = false};  // the last send alone, until judged
   bool alone_fresh_ = false;            // alone_last_ neither judged nor skipped yet
+  bool time_every_send_ = false;        // time_every_send()
 };
 
 }  // namespace rmp::p2p

@@ -40,9 +40,10 @@ struct RtsHeader {
   std::uint64_t addr;
   rt::RemoteKey key;
 };
-// rts: the sender's adaptive tuner is trying rendezvous out with this send (where it holds
-// eager) and judges it on its time: the receiver asks its transport for a settled get
-// (rt::GetHints::settled), so that no copy mechanism is on trial within that trial.
+// rts: the sender's adaptive tuner is trying a setting out with this send (rendezvous where it
+// holds eager, or eager that went by rendezvous for want of credit) and judges it on its time:
+// the receiver asks its transport for a settled get (rt::GetHints::settled), so that no copy
+// mechanism is on trial within that trial.
 inline constexpr std::uint32_t kRtsExplored = 1;
 struct AckHeader {
   std::uint32_t credits;

@@ -216,12 +216,14 @@ public:
   // fastest measured so far, the mode held by the nearest size class that holds one, or
   // `guess` (when enabled; else the first enabled mode). It takes no warm-up turn, starts no
   // burst and is not counted among the uses that pace them: a warm-up turn or burst would
-  // put a mechanism on trial under the caller's trial. Its time is recorded as any use's.
-  // last_was_trial() says whether it rests on no measurement of this size class.
+  // put a mechanism on trial under the caller's trial. Nor is its time to be recorded: a
+  // sample of another mode within a burst cuts the burst short, unjudged. last_was_trial()
+  // says whether it rests on no measurement of this size class (the initial mode held
+  // provisionally is none either).
   int choose_settled(std::size_t bytes, int guess) {
     trial_ = false;
     const Bucket& b = bucket(bytes);
-    if (b.held >= 0) return b.held;
+    if (b.held >= 0 && !b.provisional) return b.held;
     int best = -1;
     for (int m = 0; m < N; ++m)
       if (enabled(m) && b.samples[m] > 0 && (best < 0 || score(b, m) > score(b, best))) best = m;

@@ -291,6 +291,15 @@ TEST_F(ArgErrors, CountOverflow_InvalidCount) {
   }
   expect_error([&] { rmp::Request q = w.irecv(xch, neg, me, 2999); }, e, {"irecv", vn},
                "irecv char count " + vn);
+  // 2^56 bytes and more: past any address space, and past the 56 bits a rendezvous header
+  // carries a size in (p2p/wire.hpp). One byte less is not refused as an overflow (it is never
+  // sent: the null buffer check comes first).
+  const std::size_t past = std::size_t{1} << 56;
+  const std::string vp = std::to_string(past);
+  expect_error([&] { rmp::Request q = w.isend(xch, past, me, 2999); }, e, {"isend", vp},
+               "isend char count " + vp);
+  expect_error([&] { rmp::Request q = w.isend(static_cast<char*>(nullptr), past - 1, me, 2999); },
+               rmp::Errc::invalid_argument, {"isend", "null"}, "isend of 2^56 - 1 bytes from null");
 }
 
 // Calls on a default-constructed, moved-from or split(undefined) Comm → Errc::invalid_comm.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -581,9 +582,23 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
   };
   {
     rmp::testing::ScopedEnv tune("RMP_TUNE", "adaptive"), eager("RMP_EAGER_THRESHOLD", "65536");
+    std::array<std::atomic<std::uint64_t>, 2> moves{};  // each rank's tuner moves, once done
+    std::array<std::atomic<bool>, 2> done{};
     run_thread_ranks(2, [&](ThreadRank& t) {
+      const int me = t.world.rank(), peer = 1 - me;
       const std::uint64_t settled = pingpong(t);
       const rmp::rt::Counters& c = t.ctx.counters();
+      moves[static_cast<std::size_t>(me)] = c.tune_moves;
+      done[static_cast<std::size_t>(me)] = true;
+      while (!done[static_cast<std::size_t>(peer)]) std::this_thread::yield();
+      // Where the peer's tuner never left eager, every rendezvous send of its was explored and
+      // its get settled: through the double copy (the guess for gets alone, or the mechanism
+      // the chooser came to hold from those), and the chooser's warm-up never tried the single
+      // or split copies.
+      if (moves[static_cast<std::size_t>(peer)] == 0) {
+        EXPECT_EQ(c.shm_gets_single + c.shm_gets_split, 0u) << "rank " << me;
+        EXPECT_EQ(c.shm_gets_chunks, settled) << "rank " << me;
+      }
       EXPECT_GT(c.tune_explorations, 0u);
       // Each rank explored rendezvous (its first burst comes after 64-87 sends of the
       // bucket), and the peer's gets of those sends were settled: at most one a rendezvous

@@ -957,39 +957,63 @@ TEST(ProtocolTuner, SendsAlone_ModelsThreshold_ClearlyWorseBacksOffAtOnce) {
   EXPECT_GT(explorations(false), 8) << "the test's premise: judged on full windows without";
 }
 
-// The engine reads the clock only where the tuner says it uses the time
-// (post_reads_clock, complete_reads_clock) and passes 0 elsewhere: the tuner picks the same,
-// in windows of sends and in ping-pongs, as when every call has the time.
-TEST(ProtocolTuner, TimeLeftOutWhereNotRead_SamePicks) {
-  auto run = [](bool skip) {
+// The engine reads the clock only where the tuner says it uses the time (post_reads_clock,
+// complete_reads_clock): in windows of sends, at each window's start; in a ping-pong, near its
+// bucket's explorations only. The picks are the same as with every send timed, through windows,
+// a ping-pong, windows again (the first after sends alone timed from its second send) and a
+// ping-pong again, and the clock is read where post_reads_clock says.
+TEST(ProtocolTuner, TimedOnlyWhereUsed_SamePicksAsEverySendTimed) {
+  auto run = [](bool every, int first_windows) {
     p2p::ProtocolTuner t(44, 60000, 262144);
+    t.time_every_send(every);
     std::vector<bool> picks;
     std::int64_t clock = 0;
-    auto at = [&](bool reads) { return skip && !reads ? 0 : clock; };
-    for (int w = 0; w < 60; ++w) {  // windows where rendezvous is faster
-      for (int i = 0; i < 64; ++i) {
-        picks.push_back(t.post(32768, at(t.post_reads_clock(32768))).eager);
-        clock += 10;
+    int unread = 0;  // clock reads post_reads_clock did not announce
+    auto now = [&](bool announced) {
+      return [&clock, &unread, announced] {
+        unread += !announced;
+        return clock;
+      };
+    };
+    // Windows where rendezvous is faster (the second time by less: the machine slowed down).
+    auto windows = [&](int n, std::int64_t rendezvous) {
+      for (int w = 0; w < n; ++w) {
+        for (int i = 0; i < 64; ++i) {
+          picks.push_back(t.post(32768, now(t.post_reads_clock(32768))).eager);
+          clock += 10;
+        }
+        const std::int64_t took = 64 * (picks.back() ? 4000 : rendezvous);
+        for (int i = 0; i < 64; ++i) t.complete(true, now(t.complete_reads_clock()));
+        clock += took;
+        for (int i = 0; i < 64; ++i) t.release();
       }
-      const std::int64_t took = 64 * (picks.back() ? 4000 : 1700);
-      for (int i = 0; i < 64; ++i) t.complete(true, at(t.complete_reads_clock()) + took);
-      for (int i = 0; i < 64; ++i) t.release();
-      clock += took;
-    }
-    for (int i = 0; i < 600; ++i) {  // a ping-pong where eager is faster
-      picks.push_back(t.post(32768, at(t.post_reads_clock(32768))).eager);
-      const bool eager = picks.back();
-      clock += eager ? 500 : 1500;
-      t.complete(true, at(t.complete_reads_clock()));
-      t.release();
-      clock += eager ? 2000 : 4000;
-    }
+    };
+    auto ping_pong = [&](int n) {
+      for (int i = 0; i < n; ++i) {  // a ping-pong where eager is faster
+        picks.push_back(t.post(32768, now(t.post_reads_clock(32768))).eager);
+        const bool eager = picks.back();
+        clock += eager ? 500 : 1500;
+        t.complete(true, now(t.complete_reads_clock()));
+        t.release();
+        clock += eager ? 2000 : 4000;
+      }
+    };
+    windows(first_windows, 1700);
+    ping_pong(600);
+    windows(30, 3600);
+    ping_pong(1200);
+    EXPECT_EQ(unread, 0) << (every ? "every send timed" : "sampled");
     return picks;
   };
-  const std::vector<bool> timed = run(false), skipped = run(true);
-  EXPECT_EQ(timed, skipped);
-  EXPECT_FALSE(timed[64 * 59]) << "the windows did not move to rendezvous";
-  EXPECT_TRUE(timed.back()) << "the ping-pong did not move to eager";
+  // Where the stream tuner's bursts fall in the second run of windows depends on the first's
+  // length.
+  for (int first = 56; first < 64; ++first) {
+    const std::vector<bool> every = run(true, first), sampled = run(false, first);
+    EXPECT_EQ(every, sampled) << first << " windows first";
+    EXPECT_FALSE(every[64 * (first - 1)]) << "the windows did not move to rendezvous";
+    EXPECT_TRUE(every[64 * first + 599]) << "the ping-pong did not move to eager";
+    EXPECT_TRUE(every.back()) << "the second ping-pong did not stay eager";
+  }
 }
 
 // In a ping-pong the tuner times only the sends alone whose cost a judgement uses: the first

@@ -76,10 +76,11 @@ public:
   // 64 KiB, cores far apart, 4000 round trips, each rank's mean): the double copy held most
   // gets at 2.7-3.2 and 3.8-3.9 us, streaming stores the rest at 2.8-3.1 and 4.1-5.8; the
   // split copy's warm-up ran at 7.2-8.5 and the single copy's at 15-30 (its first touches),
-  // and neither was taken up. With the cores near the double copy wins by 2-3x (above). Served by the chooser's own warm-up order instead, the tuner's
-  // first four bursts of rendezvous each went to another mechanism (32 KiB, cores far: gets
-  // of 4.4-5.9 us single, 48-56 its first, 2.3-3.8 double copy, 5.4-22 split) and were
-  // judged on it.
+  // and neither was taken up. With the cores near the double copy wins by 2-3x (above).
+  // Served by the chooser's own warm-up order instead, the tuner's first four bursts of
+  // rendezvous each went to another mechanism (32 KiB, cores far: gets of 4.4-5.9 us single,
+  // 48-56 its first, 2.3-3.8 double copy, 5.4-22 split) and were judged on it. The transport
+  // does not record such a get's time (MeasuredChoice::choose_settled).
   Mode choose_settled(std::size_t bytes, Traffic t) {
     static constexpr std::array<Mode, kTraffics> kGuess{Mode::split, Mode::chunks, Mode::single};
     return static_cast<Mode>(

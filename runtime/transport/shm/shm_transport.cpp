@@ -165,6 +165,7 @@ struct CmaJob {
   class ShmEndpoint* ep;
   Clock::time_point posted{};
   CopyChooser::Traffic traffic = CopyChooser::Traffic::stream;  // as GetJob's
+  bool settled = false;                                         // as GetJob's
 };
 
 // A transport-internal message waiting for ring space; payload points to memory that stays
@@ -527,7 +528,8 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
   GetRequest req{remote, len, static_cast<std::uint32_t>(fragment),
                  static_cast<std::uint32_t>(depth), streaming ? 1u : 0u};
   gets_.push_back({dst, len, 0, done, Clock::now(), fragment, tune, 0,
-                   streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks, traffic});
+                   streaming ? CopyChooser::Mode::streaming : CopyChooser::Mode::chunks, traffic,
+                   settled});
   send_ctl(kAmGetReq, std::as_bytes(std::span(&req, 1)), {}, nullptr);
   t_.mark_busy(this);
   ++t_.counters().shm_gets_chunks;
@@ -590,7 +592,8 @@ void ShmEndpoint::start_get(const GetJob& j) {
   set_gets_running(gets_running_ + 1);
   switch (j.mode) {
     case CopyChooser::Mode::single:
-      t_.add_cma({peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.traffic});
+      t_.add_cma(
+          {peer_pid_, j.dst, j.remote, j.len, j.done, false, this, j.posted, j.traffic, j.settled});
       break;
     case CopyChooser::Mode::chunks:
     case CopyChooser::Mode::streaming:
@@ -705,8 +708,9 @@ void ShmEndpoint::record_batch(CopyChooser::Mode m, const std::deque<GetJob>& jo
   for (std::size_t i = 0; i < k; ++i) {
     const double share = total ? static_cast<double>(jobs[i].len) / static_cast<double>(total)
                                : 1.0 / static_cast<double>(k);
-    t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share),
-                   jobs[i].traffic);
+    if (!jobs[i].settled)
+      t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share),
+                     jobs[i].traffic);
     get_ended();
   }
   last_get_done_ = now;
@@ -772,7 +776,9 @@ int ShmEndpoint::drain_chunks() {
       // A get the tuner explored with another geometry says nothing of how fast the chunk
       // copy is with the tuner's current one: the copy chooser does not hear of it (a burst of
       // such gets otherwise made the chunks look slow and the chooser leave them).
-      const double seconds = record_get(j.mode, j.len, j.posted, !j.tune.explore, j.traffic);
+      // Nor of a settled get (GetHints): the caller's trial, not the chooser's.
+      const double seconds =
+          record_get(j.mode, j.len, j.posted, !j.tune.explore && !j.settled, j.traffic);
       if (j.tune.tuned && t_.get_tuner().observe(j.len, j.tune.setting, seconds))
         ++t_.counters().tune_moves;
       t_.complete_later(j.done, TStatus::ok);
@@ -854,7 +860,8 @@ int ShmEndpoint::drive_split() {
     // Cross-memory attach is forbidden here: copy these gets through chunks instead.
     for (std::uint32_t i = 0; i < k; ++i) {
       const GetJob& j = splits_.front();
-      start_chunk_get(j.dst, j.len, j.remote, j.done);
+      start_chunk_get(j.dst, j.len, j.remote, j.done, false, CopyChooser::Traffic::stream,
+                      j.settled);
       splits_.pop_front();
     }
     split_live_ = false;
@@ -1123,7 +1130,8 @@ int ShmTransport::run_cma() {
   if (cma_refused(err)) {
     if (!j.write) {
       j.done->trial = true;  // its time holds the refused attempt and the change of mechanism
-      j.ep->start_chunk_get(j.local, j.len, j.remote, j.done);
+      j.ep->start_chunk_get(j.local, j.len, j.remote, j.done, false, CopyChooser::Traffic::stream,
+                            j.settled);
     } else {
       (void)j.ep->put({j.local, j.len}, j.remote, RemoteKey{}, j.done);
     }
@@ -1135,7 +1143,7 @@ int ShmTransport::run_cma() {
              " failed: " + std::strerror(err));
     if (!j.write) j.ep->get_ended();
   } else if (!j.write) {
-    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, true, j.traffic);
+    j.ep->record_get(CopyChooser::Mode::single, j.len, j.posted, !j.settled, j.traffic);
     ++c_.shm_gets_single;
     ++c_.rndv_fragments;
   }
