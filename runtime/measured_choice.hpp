@@ -213,13 +213,13 @@ public:
 
   // Which mode serves a use of `bytes` that the caller is itself trying out and judging (the
   // adaptive tuner's explored rendezvous sends): the held mode; before one is held, the
-  // fastest measured so far, the mode held by the nearest size class that holds one, or
-  // `guess` (when enabled; else the first enabled mode). It takes no warm-up turn, starts no
-  // burst and is not counted among the uses that pace them: a warm-up turn or burst would
-  // put a mechanism on trial under the caller's trial. Nor is its time to be recorded: a
-  // sample of another mode within a burst cuts the burst short, unjudged. last_was_trial()
-  // says whether it rests on no measurement of this size class (the initial mode held
-  // provisionally is none either).
+  // fastest measured so far, the mode held by the nearest size class that holds one, `guess`
+  // (when enabled), Pace::initial (when enabled), or the first enabled mode. It takes no
+  // warm-up turn, starts no burst and is not counted among the uses that pace them: a warm-up
+  // turn or burst would put a mechanism on trial under the caller's trial. Nor is its time to be
+  // recorded: a sample of another mode within a burst cuts the burst short, unjudged.
+  // last_was_trial() says whether it rests on no measurement of this size class (the initial mode
+  // held provisionally is none either).
   int choose_settled(std::size_t bytes, int guess) {
     trial_ = false;
     const Bucket& b = bucket(bytes);
@@ -231,6 +231,7 @@ public:
     trial_ = true;
     if (const int n = neighbour_held(bucket_of(bytes)); n >= 0) return n;
     if (guess >= 0 && guess < N && enabled(guess)) return guess;
+    if (pace_.initial >= 0 && enabled(pace_.initial)) return pace_.initial;
     for (int m = 0; m < N; ++m)
       if (enabled(m)) return m;
     return 0;

@@ -82,9 +82,8 @@ public:
   // 48-56 its first, 2.3-3.8 double copy, 5.4-22 split) and were judged on it. The transport
   // does not record such a get's time (MeasuredChoice::choose_settled).
   Mode choose_settled(std::size_t bytes, Traffic t) {
-    static constexpr std::array<Mode, kTraffics> kGuess{Mode::split, Mode::chunks, Mode::single};
-    return static_cast<Mode>(
-        of(t).choose_settled(bytes, static_cast<int>(kGuess[static_cast<std::size_t>(t)])));
+    const int guess = t == Traffic::alone ? static_cast<int>(Mode::chunks) : -1;  // else initial
+    return static_cast<Mode>(of(t).choose_settled(bytes, guess));
   }
   // Whether the last choose() for traffic `t` gave a mechanism on trial (MeasuredChoice).
   bool last_was_trial(Traffic t) const { return of(t).last_was_trial(); }
