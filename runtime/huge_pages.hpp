@@ -7,8 +7,16 @@
 // benchmark's) are worth moving onto huge pages: the kernel's MADV_COLLAPSE (Linux 6.1) does
 // it in place, same contents, same addresses. But it costs: 0.35-0.6 ms a 2 MiB block here,
 // 4-6 ms when the kernel compacts memory first, against ~50-90 us a use saves. So:
-//  - only 2 MiB blocks wholly inside the buffer (every page of such a block is the message's:
-//    nothing is populated that was not);
+//  - only 2 MiB blocks the buffer covers at least half of (blocks_used). Memory of the block
+//    outside the buffer is populated too, so this populates at most 1 MiB at each end of a
+//    buffer that was not (as THP "always" would once it is touched); contents stay as they
+//    were. Whole blocks alone left most pages of a buffer small: a 4 MiB buffer holds one
+//    whole block (two only where 2 MiB-aligned), a 1 MiB one none, and a 4 MiB ping-pong's
+//    split gets took 64-121 us from one run to the next (cores far apart), with where the
+//    allocator put the buffers. With half blocks too, 4 MiB ping-pongs took 0.60 of the time,
+//    1 MiB 0.89 (8 interleaved runs, cores far apart), and bandwidth windows ran 1.5 and 1.3
+//    times as fast. A block that reaches into another mapping is refused (a huge page cannot
+//    cross one): it is not asked again, and such refusals say nothing of the kernel (below);
 //  - only from a block's kFirstTry-th use on (a buffer pool cycled through, each buffer used a
 //    few times, is not worth it: with the second use, cold 4 MiB windows ran at 3 GB/s instead
 //    of 15);
@@ -18,7 +26,8 @@
 //  - it may fail without harm: pages another process has pinned (its cross-memory attach
 //    running) are left as they are, and the block asks again later (due). A block the kernel
 //    will not collapse (not anonymous or shmem, MADV_NOHUGEPAGE) does not ask again, and four
-//    such refusals before any success (a kernel without MADV_COLLAPSE) end the asking.
+//    such refusals of whole blocks before any success (a kernel without MADV_COLLAPSE) end
+//    the asking.
 // One per process (rt::Context owns it): the shm transport asks for its rendezvous buffers,
 // the node-shared collectives' direct paths for the buffers they publish to the other ranks;
 // a mutex, as a progress thread may run the one while the application runs the other.
@@ -57,6 +66,21 @@ public:
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     const std::uintptr_t first = (a + kBlock - 1) & ~(kBlock - 1);
     const std::uintptr_t end = (a + n) & ~(kBlock - 1);
+    return first < end ? Blocks{first, end} : Blocks{first, first};
+  }
+  // The 2 MiB-aligned blocks at least half of which lie inside [p, p + n): the whole ones and
+  // the one at each end whose part in the buffer is kBlock / 2 or more.
+  static Blocks blocks_used(const void* p, std::size_t n) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    if (n < kBlock / 2) return {a, a};
+    const std::uintptr_t e = a + n;
+    std::uintptr_t first = a & ~(kBlock - 1);
+    std::uintptr_t end = (e + kBlock - 1) & ~(kBlock - 1);
+    auto in_buffer = [&](std::uintptr_t block) {
+      return std::min(e, block + kBlock) - std::max(a, block);
+    };
+    if (in_buffer(first) < kBlock / 2) first += kBlock;
+    if (first < end && in_buffer(end - kBlock) < kBlock / 2) end -= kBlock;
     return first < end ? Blocks{first, end} : Blocks{first, first};
   }
 
@@ -100,10 +124,11 @@ public:
   // A buffer another process is about to read or write by cross-memory attach. Returns the
   // blocks collapsed by this call.
   int use(const void* p, std::size_t n) {
-    if (!on_ || n < kBlock) return 0;
+    if (!on_ || n < kBlock / 2) return 0;
     std::lock_guard g(mu_);
     int done = 0;
-    const Blocks b = blocks_within(p, n);
+    const Blocks b = blocks_used(p, n);
+    const Blocks whole = blocks_within(p, n);
     for (std::uintptr_t a = b.first; a < b.end && on_; a += kBlock) {
       auto it = blocks_.find(a);
       if (it == blocks_.end()) {
@@ -134,9 +159,12 @@ public:
           break;
         case Outcome::never:
           uses = kSettled;
-          // Refused for good again and again before anything collapsed: most likely a kernel
-          // without MADV_COLLAPSE (or THP off entirely), so stop asking.
-          if (!ever_collapsed_ && ++refused_ >= kRefusedBeforeOff) on_ = false;
+          // Whole blocks refused for good again and again before anything collapsed: most
+          // likely a kernel without MADV_COLLAPSE (or THP off entirely), so stop asking. (A
+          // block at a buffer's end may reach into another mapping.)
+          if (a >= whole.first && a < whole.end && !ever_collapsed_ &&
+              ++refused_ >= kRefusedBeforeOff)
+            on_ = false;
           break;
       }
     }

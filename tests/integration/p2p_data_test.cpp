@@ -3,12 +3,15 @@
 #include "harness.hpp"
 #include "runtime/stats.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -559,6 +562,84 @@ TEST(Rendezvous, ReusedLargeBuffers_OnHugePages_EveryByteArrives) {
   if (partner < n && allowed && proto_of(bytes) == Proto::rndv) {
     if (kernel_collapses_memory()) {
       EXPECT_GT(blocks, 0u) << "no 2 MiB block of a buffer used " << kPingPongs + kWindows
+                            << " times went onto a huge page, on rank " << r;
+    } else {
+      std::printf(
+          "[ note ] rank %d: this kernel does not collapse memory (MADV_COLLAPSE): "
+          "only the data were checked\n",
+          r);
+    }
+  } else if (!allowed) {
+    EXPECT_EQ(blocks, 0u) << "RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0";
+  }
+  w.barrier();
+}
+
+// A buffer that holds no whole 2 MiB block but three quarters of two (3 MiB from 0.5 MiB
+// past a block's start): those blocks go onto huge pages too (huge_pages.hpp, blocks_used),
+// and the memory around the buffer in them keeps its contents, bytes written and pages never
+// touched (zeros) alike. Ping-pongs both ways, every byte checked.
+TEST(Rendezvous, BuffersHoldingHalfBlocks_OnHugePages_MemoryAroundKeepsItsContents) {
+  const int r = rank(), n = size();
+  if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+  const rmp::Comm& w = rmp::world();
+  const int partner = r % 2 == 0 ? r + 1 : r - 1;
+  constexpr std::size_t kBlock = 2u << 20, kEighth = kBlock / 8;
+  const std::size_t bytes = 3 * kBlock / 2;
+  constexpr int kPingPongs = 40;
+  const rmp::rt::Counters before = rmp::rt::counters();
+  if (partner < n) {
+    // One mapping: blocks [0, 2) for the send buffer, [2, 4) for the receive buffer, each
+    // buffer a quarter block into its first block, and slack for the alignment.
+    const std::size_t len = 6 * kBlock;
+    void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    auto* base = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(m) + kBlock - 1) &
+                                              ~std::uintptr_t{kBlock - 1});
+    std::byte* out = base + 2 * kEighth;
+    std::byte* in = base + 2 * kBlock + 2 * kEighth;
+    // Around each buffer, in its two blocks: the first eighth never touched, the second
+    // written; the last quarter (after the buffer) written.
+    const auto around = make_message<std::byte>(4 * kBlock, seed(r, r, 0, 0x51));
+    auto written = [&](std::byte* pair, std::size_t from, std::size_t to) {
+      const auto at = static_cast<std::ptrdiff_t>(pair - base);
+      return std::span(around).subspan(static_cast<std::size_t>(at) + from, to - from);
+    };
+    const std::size_t after = 2 * kBlock - 2 * kEighth;
+    for (std::byte* pair : {base, base + 2 * kBlock}) {
+      std::ranges::copy(written(pair, kEighth, 2 * kEighth), pair + kEighth);
+      std::ranges::copy(written(pair, after, 2 * kBlock), pair + after);
+    }
+    for (int i = 0; i < kPingPongs; ++i) {
+      const auto k = static_cast<std::uint64_t>(i);
+      const auto msg = make_message<std::byte>(bytes, seed(r, partner, k, 0x52));
+      std::ranges::copy(msg, out);
+      const bool first = r < partner;
+      if (first) w.send(out, bytes, partner, 62);
+      w.recv(in, bytes, partner, 62);
+      if (!first) w.send(out, bytes, partner, 62);
+      EXPECT_TRUE(matches(in, bytes, seed(partner, r, k, 0x52)))
+          << "ping-pong " << i << " of " << bytes << " B from " << partner;
+    }
+    for (std::byte* pair : {base, base + 2 * kBlock}) {
+      const auto at = pair - base;
+      EXPECT_TRUE(std::all_of(pair, pair + kEighth, [](std::byte b) { return b == std::byte{}; }))
+          << "untouched memory before a buffer, " << at << " B into the mapping";
+      EXPECT_TRUE(std::ranges::equal(written(pair, kEighth, 2 * kEighth),
+                                     std::span(pair + kEighth, kEighth)))
+          << "memory written before a buffer, " << at << " B into the mapping";
+      EXPECT_TRUE(std::ranges::equal(written(pair, after, 2 * kBlock),
+                                     std::span(pair + after, 2 * kBlock - after)))
+          << "memory written after a buffer, " << at << " B into the mapping";
+    }
+    ::munmap(m, len);
+  }
+  const rmp::rt::Counters after = rmp::rt::counters();
+  const std::uint64_t blocks = after.shm_huge_blocks - before.shm_huge_blocks;
+  const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
+  if (partner < n && allowed && proto_of(bytes) == Proto::rndv) {
+    if (kernel_collapses_memory()) {
+      EXPECT_GT(blocks, 0u) << "no block three quarters inside a buffer used " << kPingPongs
                             << " times went onto a huge page, on rank " << r;
     } else {
       std::printf(

@@ -60,22 +60,55 @@ TEST_F(HugePagesTest, BlocksWithin_OnlyWholeAlignedBlocks) {
   EXPECT_EQ(count(HugePages::blocks_within(at(base), 0)), 0u);
 }
 
+// The blocks a buffer uses: the whole ones, and one at either end whose part in the buffer
+// is half a block or more (a 1 MiB buffer uses one block or none, a 4 MiB one two or three).
+TEST_F(HugePagesTest, BlocksUsed_WholeOnesAndThoseAtLeastHalfCovered) {
+  const std::uintptr_t base = 64 * kBlock;
+  const std::size_t half = kBlock / 2;
+  auto blocks = [](std::uintptr_t p, std::size_t n) {
+    const HugePages::Blocks b = HugePages::blocks_used(at(p), n);
+    std::vector<std::uintptr_t> v;
+    for (std::uintptr_t a = b.first; a < b.end; a += kBlock) v.push_back(a / kBlock);
+    return v;
+  };
+  using V = std::vector<std::uintptr_t>;
+  EXPECT_EQ(blocks(base, kBlock), (V{64}));
+  EXPECT_EQ(blocks(base, half), (V{64})) << "half a block, at its start";
+  EXPECT_EQ(blocks(base + half, half), (V{64})) << "half a block, at its end";
+  EXPECT_EQ(blocks(base, half - 1), V{}) << "less than half";
+  EXPECT_EQ(blocks(base + half + 1, half), V{}) << "half, across a boundary: neither half";
+  EXPECT_EQ(blocks(base + 4096, 2 * kBlock), (V{64, 65})) << "all but a page of the first";
+  // 4 MiB: the middle block whole; of the ends, each that holds half a block or more.
+  EXPECT_EQ(blocks(base + half - 4096, 2 * kBlock), (V{64, 65}));
+  EXPECT_EQ(blocks(base + half + 4096, 2 * kBlock), (V{65, 66}));
+  EXPECT_EQ(blocks(base + 4096, 4 * kBlock), (V{64, 65, 66, 67}));
+  EXPECT_EQ(blocks(base + 3 * half, 3 * half), (V{65, 66})) << "half of one, then a whole one";
+  EXPECT_EQ(blocks(base + half / 2, 3 * half), (V{64, 65})) << "three quarters of each";
+  EXPECT_EQ(blocks(base, 0), V{});
+  // Whatever the address, a buffer of 4 MiB uses two or three blocks.
+  for (std::uintptr_t off = 0; off < kBlock; off += 4096) {
+    const std::size_t n = blocks(base + off, 2 * kBlock).size();
+    EXPECT_TRUE(n == 2 || n == 3) << off;
+  }
+}
+
 // A buffer's blocks are asked from their kFirstTry-th use on, once each when the kernel
-// collapses them; buffers smaller than a block are never looked at; disabled, nothing is asked.
+// collapses them; buffers smaller than half a block are never looked at; disabled, nothing is
+// asked.
 TEST_F(HugePagesTest, AskedFromTheFirstTryOn_CollapsedOnce) {
   HugePages h(true, &fake_collapse, &fake_clock);
   const std::uintptr_t base = 10 * kBlock + 4096;
   before_first_try(h, base, 3 * kBlock);
   EXPECT_TRUE(k.calls.empty()) << "fewer uses than kFirstTry";
-  EXPECT_EQ(use(h, base, 3 * kBlock), 2) << "both whole blocks";
-  EXPECT_EQ(k.calls, (std::vector<std::uintptr_t>{11 * kBlock, 12 * kBlock}));
+  EXPECT_EQ(use(h, base, 3 * kBlock), 3) << "both whole blocks and the first, all but a page";
+  EXPECT_EQ(k.calls, (std::vector<std::uintptr_t>{10 * kBlock, 11 * kBlock, 12 * kBlock}));
   for (int i = 0; i < 100; ++i) EXPECT_EQ(use(h, base, 3 * kBlock), 0);
-  EXPECT_EQ(k.calls.size(), 2u) << "collapsed blocks are not asked again";
-  for (int i = 0; i < 40; ++i) use(h, 20 * kBlock, kBlock - 1);
-  EXPECT_EQ(k.calls.size(), 2u) << "smaller than a block";
+  EXPECT_EQ(k.calls.size(), 3u) << "collapsed blocks are not asked again";
+  for (int i = 0; i < 40; ++i) use(h, 20 * kBlock, kBlock / 2 - 1);
+  EXPECT_EQ(k.calls.size(), 3u) << "smaller than half a block";
   HugePages off(false, &fake_collapse, &fake_clock);
   for (int i = 0; i < 40; ++i) EXPECT_EQ(use(off, 30 * kBlock, 4 * kBlock), 0);
-  EXPECT_EQ(k.calls.size(), 2u) << "RMP_SHM_HUGEPAGES=0";
+  EXPECT_EQ(k.calls.size(), 3u) << "RMP_SHM_HUGEPAGES=0";
 }
 
 // Collapsing takes at most kBudget of the time, after a first burst of kBurst: a pool of
@@ -147,6 +180,18 @@ TEST_F(HugePagesTest, RefusedForGood_NotAskedAgain_FourBeforeAnySuccessStopAll) 
   const std::size_t calls = k.calls.size();
   for (int i = 0; i < 40; ++i) use(h, 200 * kBlock, kBlock);
   EXPECT_EQ(k.calls.size(), calls) << "off: a collapsible block is not asked either";
+  // Blocks at a buffer's end (a huge page there would cross into another mapping, say) are
+  // refused without saying anything of the kernel: they settle, and the asking goes on.
+  FakeKernel ends;
+  kernel = &ends;
+  auto end_block = [](int b) { return (400 + 4 * static_cast<std::uintptr_t>(b)) * kBlock; };
+  for (int b = 0; b < 8; ++b) ends.answer[end_block(b)] = Outcome::never;
+  HugePages e(true, &fake_collapse, &fake_clock);
+  for (int b = 0; b < 8; ++b)  // 3 MiB from a quarter block in: its first block, three quarters
+    for (int i = 0; i < 20; ++i) use(e, end_block(b) + kBlock / 4, 3 * kBlock / 2);
+  EXPECT_TRUE(e.enabled());
+  EXPECT_EQ(ends.calls.size(), 16u) << "each buffer's first block once, refused, then its second";
+  kernel = &k;
   // After one success, refusals only settle their own blocks.
   HugePages g(true, &fake_collapse, &fake_clock);
   for (int i = 0; i < 20; ++i) use(g, 300 * kBlock, kBlock);
