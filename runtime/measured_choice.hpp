@@ -168,7 +168,8 @@ public:
     // The first turn too, at random; soon after the warm-up when a mode rests on its warm-up
     // alone (warmup_only).
     if (b.next_explore == 0)
-      b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(0);
+      b.next_explore =
+          stale(b, best) >= 0 || warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(0);
     // The held mode's rate moved far from where it was when another was measured: the
     // conditions changed (the cores' placement, a busy neighbour), and with them maybe which
     // mode is fastest. Measure the others again soon, not at their turns hundreds of uses away.
@@ -185,6 +186,13 @@ public:
       // cores near: the split copy held at 13 GB/s, the double copy's burst 35, 15 and 11 us
       // a get, forced 4.8).
       const auto turn = static_cast<int>(b.turns++ % (N - 1));
+      if (const int m = stale(b, best); m >= 0) {
+        b.stale &= ~(1u << m);
+        b.next_explore = stale(b, best) >= 0 || warmup_only(b, best, bytes) >= 0
+                             ? soon(b.uses)
+                             : next_turn(b.uses);
+        return start_burst(b, m, bytes);
+      }
       if (const int m = warmup_only(b, best, bytes); m >= 0) {
         b.remeasured |= 1u << m;
         b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(b.uses);
@@ -235,6 +243,19 @@ public:
     for (int m = 0; m < N; ++m)
       if (enabled(m)) return m;
     return 0;
+  }
+
+  // The conditions under which `modes` (bit m for mode m) run at `bytes` changed, and what
+  // they measured before no longer says how fast they are: those other than the held mode are
+  // re-measured soon, each in a burst, ahead of every other turn and even if far behind (one
+  // whose warm-up has not begun is left to it). The copy chooser's split copy once a buffer's
+  // pages went onto huge pages (CopyChooser::pages_changed).
+  void conditions_changed(std::size_t bytes, unsigned modes) {
+    Bucket& b = bucket(bytes);
+    for (int m = 0; m < N; ++m)
+      if ((modes >> m & 1) != 0 && enabled(m) && m != b.held && b.started[m] > 0)
+        b.stale |= 1u << m;
+    if (b.stale != 0 && b.next_explore > 0) b.next_explore = std::min(b.next_explore, soon(b.uses));
   }
 
   // Whether the last choose() gave a mode on trial: one warming up, one re-measured in a burst,
@@ -383,6 +404,7 @@ private:
     int last_mode = -1;  // mode of the last use recorded
     int held = -1;       // the mode chosen last outside warm-up and exploration
     unsigned remeasured = 0;  // modes re-measured soon after the warm-up (warmup_only)
+    unsigned stale = 0;       // modes to re-measure soon (conditions_changed)
     // The held mode's steady rate: a slow average of its uses' rates, steadier than `rate`
     // (uses of 64 KiB in windows of 64, the first ones waiting for the sender: `rate` went
     // from 9 to 25 GB/s and back within a few hundred uses, the conditions unchanged).
@@ -421,6 +443,7 @@ private:
   // A new held mode: the others' rates, known at this moment, count as measured against it
   // now (those compared with the mode before say nothing of this one).
   static void rebase(Bucket& b, int best) {
+    b.stale &= ~(1u << best);
     b.steady = b.rate[best];
     b.recent_n = 0;
     for (int m = 0; m < N; ++m) b.basis[m] = m == best ? 0 : b.steady;
@@ -527,6 +550,13 @@ private:
           (b.remeasured >> m & 1) == 0 && b.rate[best] <= behind * b.rate[m] &&
           (pick < 0 || b.rate[m] > b.rate[pick]))
         pick = m;
+    return pick;
+  }
+  // The fastest mode other than `best` whose conditions changed (-1: none).
+  int stale(const Bucket& b, int best) const {
+    int pick = -1;
+    for (int m = 0; m < N; ++m)
+      if ((b.stale >> m & 1) != 0 && m != best && (pick < 0 || b.rate[m] > b.rate[pick])) pick = m;
     return pick;
   }
   bool rejudges(int m) const { return pace_.rejudge_warmup && (pace_.rejudge_modes >> m & 1) != 0; }

@@ -250,6 +250,7 @@ private:
   std::deque<GetJob> gets_;
   Clock::time_point last_get_done_{};  // end of the previous get, any mechanism
   bool last_get_idle_ = true;          // the previous get found no other get running or waiting
+  std::uint32_t peer_huge_epoch_ = 0;  // the peer's huge_epoch_, from the last get's key
   // Gets of one copy mechanism at a time: a get whose mechanism differs from that of the gets
   // running waits (in order, with the gets posted after it) until they have ended. Run side by
   // side, the mechanisms shared the cores and each get's time counted the others' work: the
@@ -309,11 +310,15 @@ public:
     return v;
   }
   Endpoint* connect(int peer, std::span<const std::byte> peer_address) override;
+  // The key: this process, and how often pages under its rendezvous buffers have gone onto
+  // huge pages so far, by which the reading side knows that the pages it reads from did
+  // (ShmEndpoint::get).
   RemoteKey register_memory(std::span<const std::byte> region) override {
     cma_buffer(region);
     RemoteKey k;
-    k.len = sizeof pid_;
+    k.len = sizeof pid_ + sizeof huge_epoch_;
     std::memcpy(k.bytes.data(), &pid_, sizeof pid_);
+    std::memcpy(k.bytes.data() + sizeof pid_, &huge_epoch_, sizeof huge_epoch_);
     return k;
   }
   void deregister_memory(std::span<const std::byte>, const RemoteKey&) override {}
@@ -322,10 +327,18 @@ public:
   // Used by endpoints.
   // A rendezvous buffer (sent from, or received into) that cross-memory attach may read or
   // write: its 2 MiB blocks go onto huge pages once used often (huge_pages.hpp).
-  void cma_buffer(std::span<const std::byte> region) {
-    if (cma_ok_ && huge_)
-      count_shared(c_.shm_huge_blocks,
-                   static_cast<std::uint64_t>(huge_->use(region.data(), region.size())));
+  // Returns whether any of them did just now.
+  bool cma_buffer(std::span<const std::byte> region) {
+    if (!cma_ok_ || !huge_) return false;
+    const auto n = static_cast<std::uint64_t>(huge_->use(region.data(), region.size()));
+    if (n == 0) return false;
+    count_shared(c_.shm_huge_blocks, n);
+    ++huge_epoch_;
+    return true;
+  }
+  // A buffer of gets of `bytes` changed pages, here or at the peer's (cma_buffer).
+  void pages_changed(std::size_t bytes) {
+    if (automatic_copy()) chooser_.pages_changed(bytes);
   }
   bool automatic_copy() const { return cfg_.copy == ShmConfig::Copy::automatic; }
   bool cma_ok() const { return cma_ok_; }
@@ -429,6 +442,7 @@ private:
   CopyChooser chooser_;
   CopyChooser chunk_chooser_{CopyChooser::kChunkModes};  // once cross-memory attach is refused
   HugePages* huge_;                                      // the process's (Context), or null: off
+  std::uint32_t huge_epoch_ = 0;  // cma_buffer calls that moved pages onto huge pages
   GetTuner get_tuner_;
   std::size_t seg_chunk_bytes_, seg_nchunks_;  // pair geometry: room for every tuned setting
 };
@@ -536,9 +550,18 @@ void ShmEndpoint::start_chunk_get(std::byte* dst, std::size_t len, std::uint64_t
   t_.counters().shm_gets_streaming += streaming;
 }
 
-TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr, const RemoteKey&,
-                         Completion* done, GetHints hints) {
-  t_.cma_buffer(local);
+TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr,
+                         const RemoteKey& key, Completion* done, GetHints hints) {
+  // Pages under this buffer or under the peer's (its key says how often its pages changed)
+  // went onto huge pages: the cross-memory copies' earlier figures at this size are stale.
+  const bool here = t_.cma_buffer(local);
+  std::uint32_t epoch = peer_huge_epoch_;
+  if (key.len >= sizeof(std::int32_t) + sizeof epoch)
+    std::memcpy(&epoch, key.bytes.data() + sizeof(std::int32_t), sizeof epoch);
+  // (Forward only: the keys of a window's sends may arrive out of order.)
+  const bool there = static_cast<std::int32_t>(epoch - peer_huge_epoch_) > 0;
+  if (here || there) t_.pages_changed(local.size());
+  if (there) peer_huge_epoch_ = epoch;
   if (local.empty()) {
     t_.complete_later(done, TStatus::ok);
     return TStatus::ok;
