@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -507,6 +508,24 @@ TEST(Rendezvous, SendrecvExchange_EveryByteArrives_ReadsAsTrafficBothWays) {
   w.barrier();
 }
 
+// After a test that reused rendezvous buffers of 2 MiB blocks (`took_part`: this rank did,
+// by rendezvous): `blocks` of them went onto huge pages where the kernel collapses memory and
+// nothing forbids it (else a note says only the data were checked), none where
+// RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0. `what`: which block should have.
+void check_huge_blocks(std::uint64_t blocks, bool took_part, const std::string& what) {
+  const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
+  if (!allowed) {
+    EXPECT_EQ(blocks, 0u) << "RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0";
+  } else if (took_part && kernel_collapses_memory()) {
+    EXPECT_GT(blocks, 0u) << "no " << what << " went onto a huge page, on rank " << rank();
+  } else if (took_part) {
+    std::printf(
+        "[ note ] rank %d: this kernel does not collapse memory (MADV_COLLAPSE): "
+        "only the data were checked\n",
+        rank());
+  }
+}
+
 // Rendezvous buffers used again and again, their contents new each time: from a 2 MiB block's
 // 16th use on the shm transport asks the kernel to put it on a huge page (RMP_SHM_HUGEPAGES,
 // default 1; only with cross-memory attach; huge_pages.hpp), in place, while the peer may be
@@ -556,22 +575,10 @@ TEST(Rendezvous, ReusedLargeBuffers_OnHugePages_EveryByteArrives) {
             << "window " << k << ", message " << i << " of " << bytes << " B from " << partner;
     }
   }
-  const rmp::rt::Counters after = rmp::rt::counters();
-  const std::uint64_t blocks = after.shm_huge_blocks - before.shm_huge_blocks;
-  const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
-  if (partner < n && allowed && proto_of(bytes) == Proto::rndv) {
-    if (kernel_collapses_memory()) {
-      EXPECT_GT(blocks, 0u) << "no 2 MiB block of a buffer used " << kPingPongs + kWindows
-                            << " times went onto a huge page, on rank " << r;
-    } else {
-      std::printf(
-          "[ note ] rank %d: this kernel does not collapse memory (MADV_COLLAPSE): "
-          "only the data were checked\n",
-          r);
-    }
-  } else if (!allowed) {
-    EXPECT_EQ(blocks, 0u) << "RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0";
-  }
+  check_huge_blocks(
+      rmp::rt::counters().shm_huge_blocks - before.shm_huge_blocks,
+      partner < n && proto_of(bytes) == Proto::rndv,
+      "2 MiB block of a buffer used " + std::to_string(kPingPongs + kWindows) + " times");
   w.barrier();
 }
 
@@ -634,22 +641,10 @@ TEST(Rendezvous, BuffersHoldingHalfBlocks_OnHugePages_MemoryAroundKeepsItsConten
     }
     ::munmap(m, len);
   }
-  const rmp::rt::Counters after = rmp::rt::counters();
-  const std::uint64_t blocks = after.shm_huge_blocks - before.shm_huge_blocks;
-  const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
-  if (partner < n && allowed && proto_of(bytes) == Proto::rndv) {
-    if (kernel_collapses_memory()) {
-      EXPECT_GT(blocks, 0u) << "no block three quarters inside a buffer used " << kPingPongs
-                            << " times went onto a huge page, on rank " << r;
-    } else {
-      std::printf(
-          "[ note ] rank %d: this kernel does not collapse memory (MADV_COLLAPSE): "
-          "only the data were checked\n",
-          r);
-    }
-  } else if (!allowed) {
-    EXPECT_EQ(blocks, 0u) << "RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0";
-  }
+  check_huge_blocks(
+      rmp::rt::counters().shm_huge_blocks - before.shm_huge_blocks,
+      partner < n && proto_of(bytes) == Proto::rndv,
+      "block three quarters inside a buffer used " + std::to_string(kPingPongs) + " times");
   w.barrier();
 }
 
