@@ -248,8 +248,11 @@ public:
   // The conditions under which `modes` (bit m for mode m) run at `bytes` changed, and what
   // they measured before no longer says how fast they are: those other than the held mode are
   // re-measured soon, each in a burst, ahead of every other turn and even if far behind (one
-  // whose warm-up has not begun is left to it). The copy chooser's split copy once a buffer's
-  // pages went onto huge pages (CopyChooser::pages_changed).
+  // whose warm-up has not begun is left to it). The mark goes as the burst starts: a burst cut
+  // short unjudged (by a sample of another mode, as a settled use's may be) is not tried again.
+  // The copy chooser's split copy once a buffer's pages went onto huge pages
+  // (CopyChooser::pages_changed): gets of 1 MiB and more, where the tuner's settled gets,
+  // explorations around the eager threshold, do not come.
   void conditions_changed(std::size_t bytes, unsigned modes) {
     Bucket& b = bucket(bytes);
     for (int m = 0; m < N; ++m)

@@ -185,12 +185,23 @@ TEST_F(HugePagesTest, RefusedForGood_NotAskedAgain_FourBeforeAnySuccessStopAll) 
   FakeKernel ends;
   kernel = &ends;
   auto end_block = [](int b) { return (400 + 4 * static_cast<std::uintptr_t>(b)) * kBlock; };
-  for (int b = 0; b < 8; ++b) ends.answer[end_block(b)] = Outcome::never;
+  for (int b = 0; b < 8; ++b) {
+    ends.answer[end_block(b)] = Outcome::never;
+    ends.answer[end_block(b) + kBlock] = Outcome::never;
+  }
   HugePages e(true, &fake_collapse, &fake_clock);
-  for (int b = 0; b < 8; ++b)  // 3 MiB from a quarter block in: its first block, three quarters
+  // 3 MiB from a quarter block in: three quarters of each of two blocks, no whole one.
+  for (int b = 0; b < 8; ++b)
     for (int i = 0; i < 20; ++i) use(e, end_block(b) + kBlock / 4, 3 * kBlock / 2);
-  EXPECT_TRUE(e.enabled());
-  EXPECT_EQ(ends.calls.size(), 16u) << "each buffer's first block once, refused, then its second";
+  EXPECT_TRUE(e.enabled()) << "16 refusals, none of a whole block";
+  EXPECT_EQ(ends.calls.size(), 16u) << "each buffer's two blocks once, refused";
+  // Whole blocks refused beside them still end the asking.
+  for (int b = 0; b < 4; ++b) {
+    const std::uintptr_t at = (600 + 4 * static_cast<std::uintptr_t>(b)) * kBlock;
+    ends.answer[at] = Outcome::never;
+    for (int i = 0; i < 20; ++i) use(e, at, kBlock);
+  }
+  EXPECT_FALSE(e.enabled());
   kernel = &k;
   // After one success, refusals only settle their own blocks.
   HugePages g(true, &fake_collapse, &fake_clock);

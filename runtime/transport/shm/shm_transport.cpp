@@ -99,6 +99,13 @@ std::size_t ready_size_of_node(const void* h) {
 
 // What a rank publishes for its peers on the node: who it is, and the pair geometry it wants
 // (from its own settings, which may differ from the peer's: thresholds are per rank).
+// What a rendezvous key of this transport holds (ShmTransport::register_memory).
+struct ShmKey {
+  std::int32_t pid;
+  std::uint32_t huge_epoch;  // how often the sender's buffers have gone onto huge pages
+};
+static_assert(sizeof(ShmKey) <= sizeof(RemoteKey::bytes));
+
 struct ShmAddress {
   std::int32_t node, local_rank, pid, world;
   std::uint64_t ring_lines, data_bytes, chunk_bytes, nchunks;
@@ -250,7 +257,7 @@ private:
   std::deque<GetJob> gets_;
   Clock::time_point last_get_done_{};  // end of the previous get, any mechanism
   bool last_get_idle_ = true;          // the previous get found no other get running or waiting
-  std::uint32_t peer_huge_epoch_ = 0;  // the peer's huge_epoch_, from the last get's key
+  std::uint32_t peer_huge_epoch_ = 0;  // the peer's send_huge_epoch_, from the gets' keys
   // Gets of one copy mechanism at a time: a get whose mechanism differs from that of the gets
   // running waits (in order, with the gets posted after it) until they have ended. Run side by
   // side, the mechanisms shared the cores and each get's time counted the others' work: the
@@ -310,15 +317,15 @@ public:
     return v;
   }
   Endpoint* connect(int peer, std::span<const std::byte> peer_address) override;
-  // The key: this process, and how often pages under its rendezvous buffers have gone onto
+  // The key: this process, and how often pages under the buffers it sends from have gone onto
   // huge pages so far, by which the reading side knows that the pages it reads from did
   // (ShmEndpoint::get).
   RemoteKey register_memory(std::span<const std::byte> region) override {
-    cma_buffer(region);
+    if (cma_buffer(region)) ++send_huge_epoch_;
+    const ShmKey key{pid_, send_huge_epoch_};
     RemoteKey k;
-    k.len = sizeof pid_ + sizeof huge_epoch_;
-    std::memcpy(k.bytes.data(), &pid_, sizeof pid_);
-    std::memcpy(k.bytes.data() + sizeof pid_, &huge_epoch_, sizeof huge_epoch_);
+    k.len = sizeof key;
+    std::memcpy(k.bytes.data(), &key, sizeof key);
     return k;
   }
   void deregister_memory(std::span<const std::byte>, const RemoteKey&) override {}
@@ -333,7 +340,6 @@ public:
     const auto n = static_cast<std::uint64_t>(huge_->use(region.data(), region.size()));
     if (n == 0) return false;
     count_shared(c_.shm_huge_blocks, n);
-    ++huge_epoch_;
     return true;
   }
   // A buffer of gets of `bytes` changed pages, here or at the peer's (cma_buffer).
@@ -442,7 +448,9 @@ private:
   CopyChooser chooser_;
   CopyChooser chunk_chooser_{CopyChooser::kChunkModes};  // once cross-memory attach is refused
   HugePages* huge_;                                      // the process's (Context), or null: off
-  std::uint32_t huge_epoch_ = 0;  // cma_buffer calls that moved pages onto huge pages
+  // register_memory calls that moved pages onto huge pages. Like the choosers, guarded by the
+  // engine's lock, under which every transport call runs (a progress thread's too).
+  std::uint32_t send_huge_epoch_ = 0;
   GetTuner get_tuner_;
   std::size_t seg_chunk_bytes_, seg_nchunks_;  // pair geometry: room for every tuned setting
 };
@@ -554,14 +562,14 @@ TStatus ShmEndpoint::get(std::span<std::byte> local, std::uint64_t remote_addr,
                          const RemoteKey& key, Completion* done, GetHints hints) {
   // Pages under this buffer or under the peer's (its key says how often its pages changed)
   // went onto huge pages: the cross-memory copies' earlier figures at this size are stale.
+  // (Forward only: the keys of a window's sends may arrive out of order. A get too small to
+  // lie on huge pages is none of those whose pages changed.)
   const bool here = t_.cma_buffer(local);
-  std::uint32_t epoch = peer_huge_epoch_;
-  if (key.len >= sizeof(std::int32_t) + sizeof epoch)
-    std::memcpy(&epoch, key.bytes.data() + sizeof(std::int32_t), sizeof epoch);
-  // (Forward only: the keys of a window's sends may arrive out of order.)
-  const bool there = static_cast<std::int32_t>(epoch - peer_huge_epoch_) > 0;
-  if (here || there) t_.pages_changed(local.size());
-  if (there) peer_huge_epoch_ = epoch;
+  ShmKey peer{0, peer_huge_epoch_};
+  if (key.len == sizeof peer) std::memcpy(&peer, key.bytes.data(), sizeof peer);
+  const bool there = static_cast<std::int32_t>(peer.huge_epoch - peer_huge_epoch_) > 0;
+  if (there) peer_huge_epoch_ = peer.huge_epoch;
+  if (here || (there && local.size() >= HugePages::kBlock / 2)) t_.pages_changed(local.size());
   if (local.empty()) {
     t_.complete_later(done, TStatus::ok);
     return TStatus::ok;
