@@ -167,9 +167,7 @@ public:
     b.held = best;
     // The first turn too, at random; soon after the warm-up when a mode rests on its warm-up
     // alone (warmup_only).
-    if (b.next_explore == 0)
-      b.next_explore =
-          stale(b, best) >= 0 || warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(0);
+    if (b.next_explore == 0) b.next_explore = next_after(b, best, bytes, 0);
     // The held mode's rate moved far from where it was when another was measured: the
     // conditions changed (the cores' placement, a busy neighbour), and with them maybe which
     // mode is fastest. Measure the others again soon, not at their turns hundreds of uses away.
@@ -188,14 +186,12 @@ public:
       const auto turn = static_cast<int>(b.turns++ % (N - 1));
       if (const int m = stale(b, best); m >= 0) {
         b.stale &= ~(1u << m);
-        b.next_explore = stale(b, best) >= 0 || warmup_only(b, best, bytes) >= 0
-                             ? soon(b.uses)
-                             : next_turn(b.uses);
+        b.next_explore = next_after(b, best, bytes, b.uses);
         return start_burst(b, m, bytes);
       }
       if (const int m = warmup_only(b, best, bytes); m >= 0) {
         b.remeasured |= 1u << m;
-        b.next_explore = warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(b.uses);
+        b.next_explore = next_after(b, best, bytes, b.uses);
         return start_burst(b, m, bytes);
       }
       if (const int m = pace_.judge_alike ? drifted(b, best) : -1; m >= 0) {
@@ -561,6 +557,11 @@ private:
     for (int m = 0; m < N; ++m)
       if ((b.stale >> m & 1) != 0 && m != best && (pick < 0 || b.rate[m] > b.rate[pick])) pick = m;
     return pick;
+  }
+  // When the next turn to re-measure comes: soon while a stale mode or one known from its
+  // warm-up alone waits for it, else at a turn counted from `from` uses.
+  std::uint64_t next_after(const Bucket& b, int best, std::size_t bytes, std::uint64_t from) {
+    return stale(b, best) >= 0 || warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(from);
   }
   bool rejudges(int m) const { return pace_.rejudge_warmup && (pace_.rejudge_modes >> m & 1) != 0; }
   std::uint64_t soon(std::uint64_t uses) {

@@ -739,7 +739,7 @@ TEST(CopyChooser, PagesChanged_TheSplitCopyIsMeasuredAgainSoon) {
     return use < 16 ? FakeRates{10e9, 26e9, 27e9, 31e9}.of(m)
                     : FakeRates{10e9, 26e9, 60e9, 31e9}.of(m);
   };
-  auto run_alone = [&](CopyChooser& c, bool tell, Traffic t) {
+  auto run_gets = [&](CopyChooser& c, bool tell, Traffic t) {
     std::vector<int> uses(CopyChooser::kModes);
     for (int i = 0; i < 120; ++i) {
       if (tell && i == 16) c.pages_changed(bytes);
@@ -751,8 +751,8 @@ TEST(CopyChooser, PagesChanged_TheSplitCopyIsMeasuredAgainSoon) {
   };
   for (Traffic t : {Traffic::alone, Traffic::stream}) {
     CopyChooser told, untold;
-    const auto a = run_alone(told, true, t);
-    const auto b = run_alone(untold, false, t);
+    const auto a = run_gets(told, true, t);
+    const auto b = run_gets(untold, false, t);
     EXPECT_GE(a[2], 70) << "traffic " << static_cast<int>(t) << ": single " << a[0] << ", chunks "
                         << a[1] << ", streaming " << a[3];
     EXPECT_LE(a[0], 4 + 1) << "the single copy is not measured again";
@@ -787,8 +787,8 @@ TEST(CopyChooser, PagesChanged_TheSplitCopyIsMeasuredAgainSoon) {
   EXPECT_EQ(early_run(true), early_run(false));
   // Gets both ways: as if not told.
   CopyChooser both_told, both_untold;
-  EXPECT_EQ(run_alone(both_told, true, Traffic::both_ways),
-            run_alone(both_untold, false, Traffic::both_ways));
+  EXPECT_EQ(run_gets(both_told, true, Traffic::both_ways),
+            run_gets(both_untold, false, Traffic::both_ways));
 }
 
 // A window of 64 gets of 4 MiB starts before any ends: the warm-up's 16 gets go to the four

@@ -97,8 +97,6 @@ std::size_t ready_size_of_node(const void* h) {
   return p->ready.load(std::memory_order_acquire) == 1 ? p->total : 0;
 }
 
-// What a rank publishes for its peers on the node: who it is, and the pair geometry it wants
-// (from its own settings, which may differ from the peer's: thresholds are per rank).
 // What a rendezvous key of this transport holds (ShmTransport::register_memory).
 struct ShmKey {
   std::int32_t pid;
@@ -106,6 +104,8 @@ struct ShmKey {
 };
 static_assert(sizeof(ShmKey) <= sizeof(RemoteKey::bytes));
 
+// What a rank publishes for its peers on the node: who it is, and the pair geometry it wants
+// (from its own settings, which may differ from the peer's: thresholds are per rank).
 struct ShmAddress {
   std::int32_t node, local_rank, pid, world;
   std::uint64_t ring_lines, data_bytes, chunk_bytes, nchunks;
