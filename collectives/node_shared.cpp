@@ -1108,9 +1108,7 @@ private:
   bool direct_ok_ = false;
   rt::HugePages* huge_ = nullptr;  // the process's (RMP_SHM_HUGEPAGES), or null: off
   void on_huge_pages(const CommImpl& c, const void* p, std::size_t bytes) {
-    if (huge_ && p)
-      rt::count_shared(c.engine().context().counters().shm_huge_blocks,
-                       static_cast<std::uint64_t>(huge_->use(p, bytes)));
+    if (huge_ && p) rt::count_huge(c.engine().context().counters(), huge_->use(p, bytes));
   }
   bool own_cores_ = true;  // every rank has a core of its own (p2p_paths)
   bool root_waits_ = false;

@@ -27,7 +27,10 @@
 //    of 15);
 //  - at most kBudget of the time, with a burst of kBurst seconds at most (a token bucket:
 //    a budget counted from a run's start let a 16 MiB allreduce late in a benchmark's run
-//    spend it at once, 2.1 ms a call against 1.5);
+//    spend it at once, 2.1 ms a call against 1.5). A turn that finds the budget spent is put
+//    off to the block's next use with time in it, not to its next turn: blocks collapsed just
+//    before (another buffer's, 4-6 ms each when the kernel compacts) left a 3 MiB ping-pong's
+//    blocks waiting past 40 round trips, their turns at 16, 17, 32 and 33 uses all spent;
 //  - it may fail without harm: pages another process has pinned (its cross-memory attach
 //    running) are left as they are, and the block asks again later (due). A block the kernel
 //    will not collapse (not anonymous or shmem, MADV_NOHUGEPAGE) does not ask again, and four
@@ -49,6 +52,8 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+
+#include "runtime/stats.hpp"
 
 namespace rmp::rt {
 
@@ -126,43 +131,57 @@ public:
   HugePages(const HugePages&) = delete;
   HugePages& operator=(const HugePages&) = delete;
 
-  // A buffer another process is about to read or write by cross-memory attach. Returns the
-  // blocks collapsed by this call.
-  int use(const void* p, std::size_t n) {
-    if (!on_ || n < kBlock / 2) return 0;
+  // What one use did: blocks collapsed, blocks the kernel refused (for now or for good), and
+  // blocks due to ask that waited for the token bucket (asked at their next turn).
+  struct Asked {
+    int collapsed = 0, refused = 0, deferred = 0;
+    double seconds = 0;  // spent in the kernel
+  };
+  // A buffer another process is about to read or write by cross-memory attach.
+  Asked use(const void* p, std::size_t n) {
+    Asked done;
+    if (!on_ || n < kBlock / 2) return done;
     std::lock_guard g(mu_);
-    int done = 0;
     const Blocks b = blocks_used(p, n);
     const Blocks whole = blocks_within(p, n);
     for (std::uintptr_t a = b.first; a < b.end && on_; a += kBlock) {
       auto it = blocks_.find(a);
       if (it == blocks_.end()) {
-        if (blocks_.size() < kMaxBlocks) blocks_.emplace(a, 1u);
+        if (blocks_.size() < kMaxBlocks) blocks_.emplace(a, Block{});
         continue;
       }
-      std::uint32_t& uses = it->second;
+      Block& blk = it->second;
+      std::uint32_t& uses = blk.uses;
       if (uses == kSettled) continue;
       ++uses;
-      if (!due(uses)) continue;
+      if (!blk.put_off && !due(uses)) continue;
       const double now = clock_();
       if (last_ == 0) last_ = now;
       tokens_ = std::min(kBurst, tokens_ + kBudget * (now - last_));
       last_ = now;
-      if (tokens_ <= 0) continue;  // asks at its next turn
+      if (tokens_ <= 0) {  // asks at its next use that finds time in the budget
+        if (!blk.put_off) ++done.deferred;
+        blk.put_off = true;
+        continue;
+      }
+      blk.put_off = false;
       const Outcome o = collapse_(a);
       const double cost = clock_() - now;
       tokens_ -= cost;
       spent_ += cost;
+      done.seconds += cost;
       switch (o) {
         case Outcome::collapsed:
           uses = kSettled;
-          ++done;
+          ++done.collapsed;
           ever_collapsed_ = true;
           break;
         case Outcome::busy:
+          ++done.refused;
           if (uses > kLastTry) uses = kSettled;
           break;
         case Outcome::never:
+          ++done.refused;
           uses = kSettled;
           // Whole blocks refused for good again and again before anything collapsed: most
           // likely a kernel without MADV_COLLAPSE (or THP off entirely), so stop asking. (A
@@ -194,7 +213,21 @@ private:
   double tokens_ = kBurst;  // seconds of asking the kernel may take now
   double last_ = 0;         // when tokens_ was last filled (clock_; 0: never)
   double spent_ = 0;        // seconds spent asking the kernel
-  std::unordered_map<std::uintptr_t, std::uint32_t> blocks_;
+  struct Block {
+    std::uint32_t uses = 1;
+    bool put_off = false;  // its turn came with the budget spent: asks at its next use
+  };
+  std::unordered_map<std::uintptr_t, Block> blocks_;
 };
+
+// Counts what a use did (RMP_STATS: shm_huge_blocks, shm_huge_refused, shm_huge_deferred,
+// shm_huge_us). Returns the blocks collapsed.
+inline int count_huge(Counters& c, const HugePages::Asked& a) {
+  if (a.seconds > 0) count_shared(c.shm_huge_us, static_cast<std::uint64_t>(a.seconds * 1e6));
+  if (a.collapsed) count_shared(c.shm_huge_blocks, static_cast<std::uint64_t>(a.collapsed));
+  if (a.refused) count_shared(c.shm_huge_refused, static_cast<std::uint64_t>(a.refused));
+  if (a.deferred) count_shared(c.shm_huge_deferred, static_cast<std::uint64_t>(a.deferred));
+  return a.collapsed;
+}
 
 }  // namespace rmp::rt

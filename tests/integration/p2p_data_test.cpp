@@ -508,24 +508,6 @@ TEST(Rendezvous, SendrecvExchange_EveryByteArrives_ReadsAsTrafficBothWays) {
   w.barrier();
 }
 
-// After a test that reused rendezvous buffers of 2 MiB blocks (`took_part`: this rank did,
-// by rendezvous): `blocks` of them went onto huge pages where the kernel collapses memory and
-// nothing forbids it (else a note says only the data were checked), none where
-// RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0. `what`: which block should have.
-void check_huge_blocks(std::uint64_t blocks, bool took_part, const std::string& what) {
-  const bool allowed = !env_is("RMP_SHM_CMA", "0") && !env_is("RMP_SHM_HUGEPAGES", "0");
-  if (!allowed) {
-    EXPECT_EQ(blocks, 0u) << "RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0";
-  } else if (took_part && kernel_collapses_memory()) {
-    EXPECT_GT(blocks, 0u) << "no " << what << " went onto a huge page, on rank " << rank();
-  } else if (took_part) {
-    std::printf(
-        "[ note ] rank %d: this kernel does not collapse memory (MADV_COLLAPSE): "
-        "only the data were checked\n",
-        rank());
-  }
-}
-
 // Rendezvous buffers used again and again, their contents new each time: from a 2 MiB block's
 // 16th use on the shm transport asks the kernel to put it on a huge page (RMP_SHM_HUGEPAGES,
 // default 1; only with cross-memory attach; huge_pages.hpp), in place, while the peer may be
@@ -576,8 +558,7 @@ TEST(Rendezvous, ReusedLargeBuffers_OnHugePages_EveryByteArrives) {
     }
   }
   check_huge_blocks(
-      rmp::rt::counters().shm_huge_blocks - before.shm_huge_blocks,
-      partner < n && proto_of(bytes) == Proto::rndv,
+      before, partner < n && proto_of(bytes) == Proto::rndv,
       "2 MiB block of a buffer used " + std::to_string(kPingPongs + kWindows) + " times");
   w.barrier();
 }
@@ -585,7 +566,9 @@ TEST(Rendezvous, ReusedLargeBuffers_OnHugePages_EveryByteArrives) {
 // A buffer that holds no whole 2 MiB block but three quarters of two (3 MiB from 0.5 MiB
 // past a block's start): those blocks go onto huge pages too (huge_pages.hpp, blocks_used),
 // and the memory around the buffer in them keeps its contents, bytes written and pages never
-// touched (zeros) alike. Ping-pongs both ways, every byte checked.
+// touched (zeros) alike. Ping-pongs both ways, every byte checked. The test before spends some
+// of the time budget for asking (huge_pages.hpp); turns put off for it come back within the
+// ping-pongs unless an ask took hundreds of ms (a loaded machine; check_huge_blocks).
 TEST(Rendezvous, BuffersHoldingHalfBlocks_OnHugePages_MemoryAroundKeepsItsContents) {
   const int r = rank(), n = size();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";
@@ -641,15 +624,8 @@ TEST(Rendezvous, BuffersHoldingHalfBlocks_OnHugePages_MemoryAroundKeepsItsConten
     }
     ::munmap(m, len);
   }
-  // Excluded, visibly: the count with a progress thread. In the ASan build under
-  // RMP_PROGRESS_THREAD=1 no block went over in 3 runs of 4 (40 and 70 ping-pongs alike), not
-  // yet understood (issue note); the memory around the buffers is checked all the same.
-  const bool progress_thread = env_is("RMP_PROGRESS_THREAD", "1");
-  if (progress_thread && partner < n)
-    std::printf("[ note ] rank %d: huge-page count not checked with a progress thread\n", r);
   check_huge_blocks(
-      rmp::rt::counters().shm_huge_blocks - before.shm_huge_blocks,
-      partner < n && proto_of(bytes) == Proto::rndv && !progress_thread,
+      before, partner < n && proto_of(bytes) == Proto::rndv,
       "block three quarters inside a buffer used " + std::to_string(kPingPongs) + " times");
   w.barrier();
 }

@@ -337,10 +337,7 @@ public:
   // Returns whether any of them did just now.
   bool cma_buffer(std::span<const std::byte> region) {
     if (!cma_ok_ || !huge_) return false;
-    const auto n = static_cast<std::uint64_t>(huge_->use(region.data(), region.size()));
-    if (n == 0) return false;
-    count_shared(c_.shm_huge_blocks, n);
-    return true;
+    return count_huge(c_, huge_->use(region.data(), region.size())) > 0;
   }
   // A buffer of gets of `bytes` changed pages, here or at the peer's (cma_buffer).
   void pages_changed(std::size_t bytes) {
