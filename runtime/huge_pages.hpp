@@ -28,9 +28,10 @@
 //  - at most kBudget of the time, with a burst of kBurst seconds at most (a token bucket:
 //    a budget counted from a run's start let a 16 MiB allreduce late in a benchmark's run
 //    spend it at once, 2.1 ms a call against 1.5). A turn that finds the budget spent is put
-//    off to the block's next use with time in it, not to its next turn: blocks collapsed just
-//    before (another buffer's, 4-6 ms each when the kernel compacts) left a 3 MiB ping-pong's
-//    blocks waiting past 40 round trips, their turns at 16, 17, 32 and 33 uses all spent;
+//    off to the block's next use with time in it, not to its next turn: asks just before for
+//    another buffer's blocks (tens of ms to seconds a rank on a loaded machine: a CI build
+//    beside the tests) left a 3 MiB ping-pong's blocks waiting past 40 round trips, their
+//    turns at 16, 17, 32 and 33 uses all spent;
 //  - it may fail without harm: pages another process has pinned (its cross-memory attach
 //    running) are left as they are, and the block asks again later (due). A block the kernel
 //    will not collapse (not anonymous or shmem, MADV_NOHUGEPAGE) does not ask again, and four
@@ -48,6 +49,7 @@
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -97,7 +99,11 @@ public:
   // Whether a block asks at its `uses`-th use: at 2^k and 2^k + 1 uses from kFirstTry to
   // kLastTry. A window of sends of one buffer (64 in flight) has the peer reading it the whole
   // window long, and its pinned pages make the kernel refuse; the next window's first send
-  // finds them free, at 2^k + 1 uses for any window of up to 2^k sends.
+  // finds them free, at 2^k + 1 uses for any window of up to 2^k sends. A turn put off for the
+  // time budget is the exception: it asks at the first use with time in the budget, mid-window
+  // maybe, and if refused as busy there, waits for the block's next turn like any other. (The
+  // kernel sees pinned pages in its first pass over the block, before it allocates a huge page,
+  // so such a refusal is cheap.)
   static bool due(std::uint32_t uses) {
     return uses >= kFirstTry && uses <= kLastTry + 1 &&
            (std::has_single_bit(uses) || std::has_single_bit(uses - 1));
@@ -131,14 +137,14 @@ public:
   HugePages(const HugePages&) = delete;
   HugePages& operator=(const HugePages&) = delete;
 
-  // What one use did: blocks collapsed, blocks the kernel refused (for now or for good), and
-  // blocks due to ask that waited for the token bucket (asked at their next turn).
+  // What one use did: blocks collapsed, asks the kernel refused (for now or for good), and
+  // turns put off for the time budget (such a block asks at its next use that finds time in it).
   struct Asked {
     int collapsed = 0, refused = 0, deferred = 0;
     double seconds = 0;  // spent in the kernel
   };
   // A buffer another process is about to read or write by cross-memory attach.
-  Asked use(const void* p, std::size_t n) {
+  [[nodiscard]] Asked use(const void* p, std::size_t n) {
     Asked done;
     if (!on_ || n < kBlock / 2) return done;
     std::lock_guard g(mu_);
@@ -159,6 +165,8 @@ public:
       if (last_ == 0) last_ = now;
       tokens_ = std::min(kBurst, tokens_ + kBudget * (now - last_));
       last_ = now;
+      // The collapse's own time refills the bucket too (last_ is taken before the call), a
+      // twentieth of it: the budget counts the whole time that passes.
       if (tokens_ <= 0) {  // asks at its next use that finds time in the budget
         if (!blk.put_off) ++done.deferred;
         blk.put_off = true;
@@ -196,6 +204,12 @@ public:
   }
 
   bool enabled() const { return on_; }
+  // Whether the time budget is spent now (a block's turn would be put off).
+  bool budget_spent() const {
+    std::lock_guard g(mu_);
+    if (last_ == 0) return false;
+    return std::min(kBurst, tokens_ + kBudget * (clock_() - last_)) <= 0;
+  }
   double seconds_spent() const {
     std::lock_guard g(mu_);
     return spent_;
@@ -223,7 +237,8 @@ private:
 // Counts what a use did (RMP_STATS: shm_huge_blocks, shm_huge_refused, shm_huge_deferred,
 // shm_huge_us). Returns the blocks collapsed.
 inline int count_huge(Counters& c, const HugePages::Asked& a) {
-  if (a.seconds > 0) count_shared(c.shm_huge_us, static_cast<std::uint64_t>(a.seconds * 1e6));
+  if (a.seconds > 0)
+    count_shared(c.shm_huge_us, static_cast<std::uint64_t>(std::llround(a.seconds * 1e6)));
   if (a.collapsed) count_shared(c.shm_huge_blocks, static_cast<std::uint64_t>(a.collapsed));
   if (a.refused) count_shared(c.shm_huge_refused, static_cast<std::uint64_t>(a.refused));
   if (a.deferred) count_shared(c.shm_huge_deferred, static_cast<std::uint64_t>(a.deferred));

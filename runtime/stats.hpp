@@ -47,7 +47,7 @@ struct Counters {
                                           // explored rendezvous with them
   std::uint64_t shm_huge_blocks = 0;      // 2 MiB blocks of buffers that others read or write
                                           // by cross-memory attach put on huge pages
-  std::uint64_t shm_huge_refused = 0;     // of such blocks asked, those the kernel refused
+  std::uint64_t shm_huge_refused = 0;     // asks for such blocks the kernel refused
   std::uint64_t shm_huge_deferred = 0;    // turns to ask put off, the time budget spent
   std::uint64_t shm_huge_us = 0;          // microseconds spent asking the kernel for them
   std::uint64_t shm_eager_streamed = 0;   // eager payloads stored with streaming stores

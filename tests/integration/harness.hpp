@@ -177,9 +177,10 @@ bool cma_between_ranks(const rmp::Comm& w);
 bool kernel_collapses_memory();
 // After a test that reused buffers of 2 MiB blocks that other ranks read or write by
 // cross-memory attach (`took_part`: this rank did): some of them went onto huge pages where the
-// kernel collapses memory and nothing forbids it (else a note says only the data were checked: also
-// where the time budget for asking put every turn off), none where RMP_SHM_CMA=0 or
-// RMP_SHM_HUGEPAGES=0. `before`: the counters as the test began; `what`: which block should have.
+// kernel collapses memory and nothing forbids it (else a note says only the data were checked:
+// also where no ask reached the kernel, every turn put off for a time budget that is still
+// spent), none where RMP_SHM_CMA=0 or RMP_SHM_HUGEPAGES=0. `before`: the counters as the test
+// began; `what`: which block should have.
 void check_huge_blocks(const rmp::rt::Counters& before, bool took_part, const std::string& what);
 // Whether `ranks` ranks on this node have a core each, counted as rlaunch counts them for
 // RMP_LOCAL_CORES on this test machine (the online CPUs; unknown counts as yes).

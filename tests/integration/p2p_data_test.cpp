@@ -567,8 +567,9 @@ TEST(Rendezvous, ReusedLargeBuffers_OnHugePages_EveryByteArrives) {
 // past a block's start): those blocks go onto huge pages too (huge_pages.hpp, blocks_used),
 // and the memory around the buffer in them keeps its contents, bytes written and pages never
 // touched (zeros) alike. Ping-pongs both ways, every byte checked. The test before spends some
-// of the time budget for asking (huge_pages.hpp); turns put off for it come back within the
-// ping-pongs unless an ask took hundreds of ms (a loaded machine; check_huge_blocks).
+// of the time budget for asking (huge_pages.hpp); a turn put off for it asks once the budget
+// has time again (it refills at 5 % of the time that passes), within the ping-pongs unless
+// the asks before took more than ~5 % of the ping-pongs' time (check_huge_blocks).
 TEST(Rendezvous, BuffersHoldingHalfBlocks_OnHugePages_MemoryAroundKeepsItsContents) {
   const int r = rank(), n = size();
   if (n < 2) GTEST_SKIP() << "needs 2 ranks";

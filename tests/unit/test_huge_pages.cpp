@@ -171,6 +171,34 @@ TEST_F(HugePagesTest, TurnPutOffForTheBudget_AskedOnceTimeIsBack) {
   EXPECT_EQ(total.deferred, 1) << "put off once, counted once";
 }
 
+// A put-off turn that the kernel refuses as busy where it lands (mid-window, the peer's reads
+// pinning the pages) is spent: the block asks again at its next turns, 2^k and 2^k + 1 uses,
+// not at every use. budget_spent() says whether a turn would be put off now.
+TEST_F(HugePagesTest, PutOffAsk_RefusedBusy_BackToTurns) {
+  HugePages h(true, &fake_collapse, &fake_clock);
+  EXPECT_FALSE(h.budget_spent()) << "nothing asked yet";
+  const std::uintptr_t dear = 50 * kBlock, pinned = 70 * kBlock;
+  k.collapse_seconds = 20e-3;
+  for (std::uint32_t i = 0; i < HugePages::kFirstTry; ++i) use(h, dear, kBlock);
+  EXPECT_TRUE(h.budget_spent());
+  k.collapse_seconds = 0.4e-3;
+  k.answer[pinned] = Outcome::busy;
+  std::vector<std::uint32_t> asked_at;
+  for (std::uint32_t n = 1; n <= 600; ++n) {
+    const std::size_t before = k.calls.size();
+    use(h, pinned, kBlock);
+    if (k.calls.size() != before) asked_at.push_back(n);
+  }
+  ASSERT_EQ(asked_at.size(), 3u);
+  EXPECT_GT(asked_at[0], 290u) << "the put-off turn, once the budget had time";
+  EXPECT_LT(asked_at[0], 310u);
+  EXPECT_EQ(asked_at[1], 512u);
+  EXPECT_EQ(asked_at[2], 513u);
+  EXPECT_EQ(total.refused, 3);
+  EXPECT_EQ(total.deferred, 1);
+  EXPECT_FALSE(h.budget_spent());
+}
+
 // Pages pinned by the peer's cross-memory attach (a window of sends of one buffer): the kernel
 // refuses for now, and the block asks again at 2^k and 2^k + 1 uses, so that a window of up
 // to 2^k sends has its next window's first send ask.
