@@ -603,13 +603,19 @@ TEST(CollData, PathChoice_BothPathsCarryTheData) {
                       p2p = later.coll_p2p_path - before.coll_p2p_path,
                       direct = later.coll_direct_path - before.coll_direct_path;
   EXPECT_EQ(shm + p2p + direct, expected) << "calls that chose a path";
-  // A decider's first 4 calls of a size take the first path open to it (the node-shared
-  // one; a bcast's point-to-point where its direct path replaced its chunks), the next 4
-  // the next (point-to-point, else direct), and so on. Only rank 0 decides every call of
-  // allreduce, allgather and alltoall; the roots of bcast and reduce rotate, and at 8 ranks
-  // each decides 3 calls, all still the node-shared path's.
+  // A decider's first 4 calls of a size class take the first path open to it (the node-shared
+  // one; a bcast's point-to-point where its direct path replaced its chunks), the next 4 the
+  // next (point-to-point, else direct), and so on. Only rank 0 decides every call of allreduce,
+  // allgather and alltoall; the roots of bcast and reduce rotate, and at 8 ranks each decides 3
+  // calls, all still the node-shared path's. Earlier tests' calls of the same size class may
+  // have begun that first run, though: which class this test's size falls in depends on the
+  // calibrated eager_threshold, and GatherScatterAllgatherAlltoall's two alltoalls of 80002
+  // bytes (the same class when the threshold lies in 65512-80001, as calibration put it in some
+  // runs) began its run of 4 and left 2 of them to this test, in the one variant where only
+  // alltoall chooses (collalgos3, 8 ranks on 2 cores; RMP_EAGER_THRESHOLD=75000: 2, 6, 20 of
+  // this test's 24 calls node-shared, the rest direct, as measured). So at least one.
   if (expected > 0) {
-    EXPECT_GE(shm, 4u) << "node-shared path never taken";
+    EXPECT_GE(shm, 1u) << "node-shared path never taken";
   }
   if (own_cores && (allgather || alltoall)) {
     EXPECT_GE(p2p, 4u) << "point-to-point never taken";
