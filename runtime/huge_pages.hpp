@@ -163,7 +163,7 @@ public:
       if (!blk.put_off && !due(uses)) continue;
       const double now = clock_();
       if (last_ == 0) last_ = now;
-      tokens_ = std::min(kBurst, tokens_ + kBudget * (now - last_));
+      tokens_ = refilled(now);
       last_ = now;
       // The collapse's own time refills the bucket too (last_ is taken before the call), a
       // twentieth of it: the budget counts the whole time that passes.
@@ -207,8 +207,7 @@ public:
   // Whether the time budget is spent now (a block's turn would be put off).
   bool budget_spent() const {
     std::lock_guard g(mu_);
-    if (last_ == 0) return false;
-    return std::min(kBurst, tokens_ + kBudget * (clock_() - last_)) <= 0;
+    return last_ != 0 && refilled(clock_()) <= 0;
   }
   double seconds_spent() const {
     std::lock_guard g(mu_);
@@ -216,6 +215,8 @@ public:
   }
 
 private:
+  // The bucket's seconds at `now`: what it held at last_, plus kBudget of the time since.
+  double refilled(double now) const { return std::min(kBurst, tokens_ + kBudget * (now - last_)); }
   static constexpr std::uint32_t kSettled = UINT32_MAX;  // collapsed, or no longer asked
   static constexpr int kRefusedBeforeOff = 4;
   mutable std::mutex mu_;
