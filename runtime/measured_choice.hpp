@@ -243,18 +243,23 @@ public:
 
   // The conditions under which `modes` (bit m for mode m) run at `bytes` changed, and what
   // they measured before no longer says how fast they are: those other than the held mode are
-  // re-measured soon, each in a burst, ahead of every other turn and even if far behind (one
-  // whose warm-up has not begun is left to it). The mark goes as the burst starts: a burst cut
-  // short unjudged (by a sample of another mode, as a settled use's may be) is not tried again.
+  // re-measured, each in a burst, from the next use outside a burst or the warm-up on, ahead of
+  // every other turn and even if far behind (one whose warm-up has not begun is left to it). The
+  // mark goes as the burst starts: a burst cut short unjudged (by a sample of another mode, as a
+  // settled use's may be) is not tried again.
   // The copy chooser's split copy once a buffer's pages went onto huge pages
   // (CopyChooser::pages_changed): gets of 1 MiB and more, where the tuner's settled gets,
-  // explorations around the eager threshold, do not come.
+  // explorations around the eager threshold, do not come. Such news comes when the split copy is
+  // likely to have become the fastest by far, and every use until it is measured again may be
+  // lost: measured `soon` instead (16-31 uses later), 4 MiB ping-pongs with the cores far apart
+  // held streaming stores at 120-140 us a get for those uses, where the split copy then ran at
+  // 63-67 (one-way latency 0.77 of the time measured again at once, 40 interleaved runs).
   void conditions_changed(std::size_t bytes, unsigned modes) {
     Bucket& b = bucket(bytes);
     for (int m = 0; m < N; ++m)
       if ((modes >> m & 1) != 0 && enabled(m) && m != b.held && b.started[m] > 0)
         b.stale |= 1u << m;
-    if (b.stale != 0 && b.next_explore > 0) b.next_explore = std::min(b.next_explore, soon(b.uses));
+    if (b.stale != 0 && b.next_explore > 0) b.next_explore = std::min(b.next_explore, b.uses);
   }
 
   // Whether the last choose() gave a mode on trial: one warming up, one re-measured in a burst,
@@ -558,10 +563,12 @@ private:
       if ((b.stale >> m & 1) != 0 && m != best && (pick < 0 || b.rate[m] > b.rate[pick])) pick = m;
     return pick;
   }
-  // When the next turn to re-measure comes: soon while a stale mode or one known from its
-  // warm-up alone waits for it, else at a turn counted from `from` uses.
+  // When the next turn to re-measure comes: at the next use while a stale mode waits for it
+  // (conditions_changed), soon while one known from its warm-up alone does, else at a turn
+  // counted from `from` uses.
   std::uint64_t next_after(const Bucket& b, int best, std::size_t bytes, std::uint64_t from) {
-    return stale(b, best) >= 0 || warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(from);
+    if (stale(b, best) >= 0) return b.uses;
+    return warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(from);
   }
   bool rejudges(int m) const { return pace_.rejudge_warmup && (pace_.rejudge_modes >> m & 1) != 0; }
   std::uint64_t soon(std::uint64_t uses) {

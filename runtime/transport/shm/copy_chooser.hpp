@@ -87,8 +87,8 @@ public:
   }
   // The pages under a buffer of gets of `bytes` went onto huge pages (huge_pages.hpp), on this
   // side or the peer's. Cross-memory attach pays per page, so the split copy's earlier figures
-  // at this size say little now: unless held, it is measured again soon
-  // (MeasuredChoice::conditions_changed). A block goes over at its 16th use, when the warm-up
+  // at this size say little now: unless held, it is measured again at the next get outside a
+  // burst (MeasuredChoice::conditions_changed). A block goes over at its 16th use, when the warm-up
   // of a ping-pong's gets has just ended: measured again, the split copy took over 4 MiB
   // ping-pongs, which then took 0.59 of the time (16 interleaved runs, cores far apart), and
   // bandwidth windows of 2 and 4 MiB ran 1.42 and 1.12 times as fast (cores near). Not for
