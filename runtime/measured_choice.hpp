@@ -166,7 +166,7 @@ public:
     if (best != b.held) rebase(b, best);
     b.held = best;
     // The first turn too, at random; soon after the warm-up when a mode rests on its warm-up
-    // alone (warmup_only).
+    // alone (warmup_only), at once when one's conditions changed (stale).
     if (b.next_explore == 0) b.next_explore = next_after(b, best, bytes, 0);
     // The held mode's rate moved far from where it was when another was measured: the
     // conditions changed (the cores' placement, a busy neighbour), and with them maybe which
@@ -243,17 +243,22 @@ public:
 
   // The conditions under which `modes` (bit m for mode m) run at `bytes` changed, and what
   // they measured before no longer says how fast they are: those other than the held mode are
-  // re-measured, each in a burst, from the next use outside a burst or the warm-up on, ahead of
-  // every other turn and even if far behind (one whose warm-up has not begun is left to it). The
-  // mark goes as the burst starts: a burst cut short unjudged (by a sample of another mode, as a
-  // settled use's may be) is not tried again.
+  // re-measured, each in a burst, from the next use outside a burst or the warm-up on (a
+  // judge_alike confirmation burst due then comes first), ahead of every other turn and even if
+  // far behind (one whose warm-up has not begun is left to it). The mark goes as the burst
+  // starts: a burst cut short unjudged (by a sample of another mode, as a settled use's may be)
+  // is not tried again. Where a marked mode is taken up before its burst, the turn due at once
+  // goes to the others as an ordinary turn. Each piece of news may start a burst: news that
+  // comes again after the burst (another block of the buffers moved) measures the mode again,
+  // a burst at most per block moved.
   // The copy chooser's split copy once a buffer's pages went onto huge pages
   // (CopyChooser::pages_changed): gets of 1 MiB and more, where the tuner's settled gets,
   // explorations around the eager threshold, do not come. Such news comes when the split copy is
   // likely to have become the fastest by far, and every use until it is measured again may be
   // lost: measured `soon` instead (16-31 uses later), 4 MiB ping-pongs with the cores far apart
   // held streaming stores at 120-140 us a get for those uses, where the split copy then ran at
-  // 63-67 (one-way latency 0.77 of the time measured again at once, 40 interleaved runs).
+  // 63-67. Measured again at once, 4 MiB ping-pongs took 0.77 of the time (40 interleaved runs,
+  // cores far apart).
   void conditions_changed(std::size_t bytes, unsigned modes) {
     Bucket& b = bucket(bytes);
     for (int m = 0; m < N; ++m)
@@ -408,7 +413,7 @@ private:
     int last_mode = -1;  // mode of the last use recorded
     int held = -1;       // the mode chosen last outside warm-up and exploration
     unsigned remeasured = 0;  // modes re-measured soon after the warm-up (warmup_only)
-    unsigned stale = 0;       // modes to re-measure soon (conditions_changed)
+    unsigned stale = 0;  // modes to re-measure at the next turn, due at once (conditions_changed)
     // The held mode's steady rate: a slow average of its uses' rates, steadier than `rate`
     // (uses of 64 KiB in windows of 64, the first ones waiting for the sender: `rate` went
     // from 9 to 25 GB/s and back within a few hundred uses, the conditions unchanged).

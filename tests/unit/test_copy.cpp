@@ -727,7 +727,7 @@ TEST(CopyChooser, AFarChangeOfTheHeldRate_ReMeasuresTheOthersSoon) {
 }
 
 // 4 MiB gets alone (a benchmark's run of 120): the warm-up puts the split copy a little behind
-// streaming stores (its buffers still on small pages), then at the 16th get the pages go onto
+// streaming stores (its buffers still on small pages), then after the 16th get the pages go onto
 // huge pages and the split copy runs twice as fast. Told so (pages_changed), the chooser
 // measures it again at the next get, in every kind of traffic, and it takes over; not told, it
 // waits for its turn past the end of the run. Where the split copy is held already, before the
@@ -735,24 +735,33 @@ TEST(CopyChooser, AFarChangeOfTheHeldRate_ReMeasuresTheOthersSoon) {
 TEST(CopyChooser, PagesChanged_TheSplitCopyIsMeasuredAgainAtTheNextGet) {
   using Traffic = CopyChooser::Traffic;
   const std::size_t bytes = 4 << 20;
-  auto rate = [](Mode m, int use) {
-    return use < 16 ? FakeRates{10e9, 26e9, 27e9, 31e9}.of(m)
+  // The pages change after get `at` (16: as the warm-up ends; later: once the first turn to
+  // re-measure is set, hundreds of gets away).
+  auto rate = [](Mode m, int use, int at = 16) {
+    return use < at ? FakeRates{10e9, 26e9, 27e9, 31e9}.of(m)
                     : FakeRates{10e9, 26e9, 60e9, 31e9}.of(m);
   };
   int split_after_news = -1;  // the first get of the split copy from the news on
-  auto run_gets = [&](CopyChooser& c, bool tell, Traffic t) {
+  auto run_gets = [&](CopyChooser& c, bool tell, Traffic t, int at = 16) {
     std::vector<int> uses(CopyChooser::kModes);
     split_after_news = -1;
     for (int i = 0; i < 120; ++i) {
-      if (tell && i == 16) c.pages_changed(bytes);
+      if (tell && i == at) c.pages_changed(bytes);
       const Mode m = c.choose(bytes, t);
       ++uses[static_cast<int>(m)];
-      if (i >= 16 && m == Mode::split && split_after_news < 0) split_after_news = i;
-      c.record(m, bytes, static_cast<double>(bytes) / rate(m, i), t);
+      if (i >= at && m == Mode::split && split_after_news < 0) split_after_news = i;
+      c.record(m, bytes, static_cast<double>(bytes) / rate(m, i, at), t);
     }
     return uses;
   };
   for (Traffic t : {Traffic::alone, Traffic::stream}) {
+    for (int at : {24, 40}) {
+      CopyChooser later;
+      const auto a = run_gets(later, true, t, at);
+      EXPECT_EQ(split_after_news, at) << "traffic " << static_cast<int>(t) << ", news after get "
+                                      << at << ": the split copy measured again at the next get";
+      EXPECT_GE(a[2], 60) << "traffic " << static_cast<int>(t) << ", news after get " << at;
+    }
     CopyChooser told, untold;
     const auto a = run_gets(told, true, t);
     EXPECT_EQ(split_after_news, 16)

@@ -88,13 +88,14 @@ public:
   // The pages under a buffer of gets of `bytes` went onto huge pages (huge_pages.hpp), on this
   // side or the peer's. Cross-memory attach pays per page, so the split copy's earlier figures
   // at this size say little now: unless held, it is measured again at the next get outside a
-  // burst (MeasuredChoice::conditions_changed). A block goes over at its 16th use, when the warm-up
-  // of a ping-pong's gets has just ended: measured again, the split copy took over 4 MiB
-  // ping-pongs, which then took 0.59 of the time (16 interleaved runs, cores far apart), and
-  // bandwidth windows of 2 and 4 MiB ran 1.42 and 1.12 times as fast (cores near). Not for
-  // gets both ways, which hold the single copy from the start (bidirectional windows of 2 and
-  // 4 MiB took 0.97 of the rate with them), nor for the single copy, slower than the split
-  // copy once a get is large enough for huge pages. The chunk copies pay no such cost.
+  // burst (MeasuredChoice::conditions_changed). A block goes over at its 16th use, when the
+  // warm-up of a ping-pong's gets has just ended: measured again 16-31 gets later, the split copy
+  // took over 4 MiB ping-pongs, which then took 0.59 of the time they took without the news (16
+  // interleaved runs, cores far apart), and bandwidth windows of 2 and 4 MiB ran 1.42 and 1.12
+  // times as fast (cores near); measured at the next get instead, 0.77 of the time that took (40
+  // runs, far). Not for gets both ways, which hold the single copy from the start (bidirectional
+  // windows of 2 and 4 MiB took 0.97 of the rate with them), nor for the single copy, slower than
+  // the split copy once a get is large enough for huge pages. The chunk copies pay no such cost.
   void pages_changed(std::size_t bytes) {
     for (Traffic t : {Traffic::stream, Traffic::alone})
       of(t).conditions_changed(bytes, 1u << static_cast<int>(Mode::split));
