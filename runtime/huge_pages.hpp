@@ -176,7 +176,6 @@ public:
       const Outcome o = collapse_(a);
       const double cost = clock_() - now;
       tokens_ -= cost;
-      spent_ += cost;
       done.seconds += cost;
       switch (o) {
         case Outcome::collapsed:
@@ -209,10 +208,6 @@ public:
     std::lock_guard g(mu_);
     return last_ != 0 && refilled(clock_()) <= 0;
   }
-  double seconds_spent() const {
-    std::lock_guard g(mu_);
-    return spent_;
-  }
 
 private:
   // The bucket's seconds at `now`: what it held at last_, plus kBudget of the time since.
@@ -227,7 +222,6 @@ private:
   Clock clock_;
   double tokens_ = kBurst;  // seconds of asking the kernel may take now
   double last_ = 0;         // when tokens_ was last filled (clock_; 0: never)
-  double spent_ = 0;        // seconds spent asking the kernel
   struct Block {
     std::uint32_t uses = 1;
     bool put_off = false;  // its turn came with the budget spent: asks at its next use
