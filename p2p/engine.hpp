@@ -205,7 +205,8 @@ public:
   // other cores (keep this core a while) or queued behind this rank (give it away at once).
   // A wait that finds nothing to do while a rank the launcher reported failed throws
   // Errc::peer_failed (checked every 256 idle polls, the bootstrap asked at most once a ms);
-  // the thread's StallTest runs then too.
+  // the thread's StallTest runs then too, and Idle::long_wait_tick (a wait idle for 10 ms
+  // lets its core go for a moment).
   template <class Done, class Awaited>
   void progress_until(Done&& done, Awaited&& awaited) {
     rt::Context::Idle idle(ctx_);
@@ -224,6 +225,7 @@ public:
       if ((++idle_polls & 255) == 0) {
         throw_if_peer_failed();
         if (StallTest* t = t_stall_test) (*t)();
+        idle.long_wait_tick();
       }
       // Busy-polling (wait mode poll) has nothing to do between polls (Idle::operator()).
       if (idle.yields()) idle(awaited());

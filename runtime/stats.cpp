@@ -46,6 +46,7 @@ constexpr CounterField kFields[] = {
     {"endpoints", &Counters::endpoints},
     {"idle_yields", &Counters::idle_yields},
     {"idle_sleeps", &Counters::idle_sleeps},
+    {"idle_naps", &Counters::idle_naps},
     {"cpu_moves", &Counters::cpu_moves},
     {"coll_shm_path", &Counters::coll_shm_path},
     {"coll_p2p_path", &Counters::coll_p2p_path},

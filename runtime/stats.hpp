@@ -62,6 +62,7 @@ struct Counters {
   std::uint64_t endpoints = 0;            // peers connected (on first use, or all at start)
   std::uint64_t idle_yields = 0;          // waits that gave the core away (sched_yield)
   std::uint64_t idle_sleeps = 0;          // waits that slept (wait_mode=block)
+  std::uint64_t idle_naps = 0;            // moments given away by waits idle for 10 ms or more
   std::uint64_t cpu_moves = 0;            // moves off a CPU crowded with ranks (unbound, when
                                           // ranks outnumber cores; collectives/node_shared.cpp)
   // Collective calls whose path was chosen by measurement (collectives/node_shared.hpp,

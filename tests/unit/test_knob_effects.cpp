@@ -501,4 +501,44 @@ TEST(KnobEffects, SpinUs_NoYieldBeforeItHasPassed) {
   EXPECT_EQ(yields, 0u);
 }
 
+// A blocking wait that finds nothing to do for Idle::kNapAfter lets its core go for a moment,
+// once per kNapAfter, whatever the wait mode: busy-polling must not hold a core the kernel
+// needs (MADV_COLLAPSE waits for a kworker on every CPU; runtime/context.hpp). Rank 1 waits
+// for a message rank 0 sends 4.5 kNapAfter late: it naps about 4 times, never more often
+// than once a kNapAfter (the first message too, which may find it waiting since its start).
+TEST(KnobEffects, LongWait_GivesTheCoreAwayForAMomentEveryNapAfter) {
+  using Idle = rmp::rt::Context::Idle;
+  for (const char* mode : {"poll", "yield"}) {
+    ScopedEnv wait_mode("RMP_WAIT_MODE", mode);
+    std::uint64_t naps = 0, naps_first = 0;
+    double waited_ms = 0, first_ms = 0;
+    run_thread_ranks(2, [&](ThreadRank& t) {
+      auto& e = t.engine;
+      std::byte b{};
+      if (t.world.rank() == 0) {
+        e.wait(e.isend(t.world, Channel::user, &b, 1, 1, 1, false));
+        std::this_thread::sleep_for(4 * Idle::kNapAfter + Idle::kNapAfter / 2);
+        e.wait(e.isend(t.world, Channel::user, &b, 1, 1, 2, false));
+        return;
+      }
+      using Clock = std::chrono::steady_clock;
+      auto ms_since = [](Clock::time_point t0) {
+        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      };
+      auto t0 = Clock::now();
+      e.wait(e.irecv(t.world, Channel::user, &b, 1, 0, 1));
+      first_ms = ms_since(t0);
+      naps_first = t.ctx.counters().idle_naps;
+      t0 = Clock::now();
+      e.wait(e.irecv(t.world, Channel::user, &b, 1, 0, 2));
+      waited_ms = ms_since(t0);
+      naps = t.ctx.counters().idle_naps - naps_first;
+    });
+    const double per_ms = 1.0 / std::chrono::duration<double, std::milli>(Idle::kNapAfter).count();
+    EXPECT_GE(naps, 2u) << mode << ": waited " << waited_ms << " ms";
+    EXPECT_LE(static_cast<double>(naps), waited_ms * per_ms) << mode << ": waited " << waited_ms;
+    EXPECT_LE(static_cast<double>(naps_first), first_ms * per_ms) << mode << ": " << first_ms;
+  }
+}
+
 }  // namespace
