@@ -16,6 +16,7 @@
 #include "runtime/copy.hpp"
 #include "runtime/fast_clock.hpp"
 #include "runtime/log.hpp"
+#include "runtime/spin.hpp"
 
 namespace rmp::detail {
 
@@ -876,6 +877,7 @@ void Engine::start_progress_thread() {
   threaded_ = true;
   thread_ = std::make_unique<ProgressThread>();
   thread_->thread = std::thread([this] {
+    rt::NapClock nap;  // yielding alone may hold the core for good (runtime/spin.hpp)
     while (!thread_->stop.load(std::memory_order_relaxed)) {
       int n;
       bool busy;
@@ -891,8 +893,13 @@ void Engine::start_progress_thread() {
       }
       // While operations are in flight keep them moving; otherwise stay out of the way of
       // the application's threads.
-      if (n > 0 || busy) ::sched_yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (n > 0 || busy) {
+        if (nap.tick()) rt::count_shared(ctx_.counters().idle_naps, 1);
+        else ::sched_yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        nap.restart();
+      }
     }
   });
 }

@@ -318,6 +318,7 @@ void Context::Idle::operator()() {
     // Long idle periods: let the core go entirely for a short while.
     std::this_thread::sleep_for(std::chrono::microseconds(50));
     count_shared(c_.counters().idle_sleeps, 1);
+    nap_.restart();
     return;
   }
   ::sched_yield();
@@ -360,18 +361,7 @@ const PeerFailure* Context::peer_failure() {
 }
 
 void Context::Idle::long_wait_tick() {
-  const auto now = std::chrono::steady_clock::now();
-  if (nap_from_ == std::chrono::steady_clock::time_point{}) {
-    nap_from_ = now;
-    return;
-  }
-  if (now - nap_from_ < kNapAfter) return;
-  // A sleep, not sched_yield: a yielding thread stays queued, and the scheduler that let the
-  // kworker wait kept choosing it. Asked for 20 us, it lasts ~70 with the default timer
-  // slack: under 1 % of the wait before it, which is all it can add to one.
-  std::this_thread::sleep_for(kNap);
-  count_shared(c_.counters().idle_naps, 1);
-  nap_from_ = std::chrono::steady_clock::now();
+  if (nap_.tick()) count_shared(c_.counters().idle_naps, 1);
 }
 
 void Context::Idle::give_core() {

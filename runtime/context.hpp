@@ -14,6 +14,7 @@
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/calibration.hpp"
 #include "runtime/params.hpp"
+#include "runtime/spin.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/transport/transport.hpp"
 
@@ -101,19 +102,14 @@ public:
   public:
     explicit Idle(Context& c) : c_(c) {}
     void operator()();
-    void reset() { idle_ = 0, spun_ = false, nap_from_ = {}; }
-    // Called by a blocking wait every 256th poll that found nothing to do, whatever the wait
-    // mode: a wait that has found nothing to do for kNapAfter lets its core go for a moment
-    // (kNap), and again after each further kNapAfter. Busy-polling alone can hold a core for
-    // good, and the kernel may need it: MADV_COLLAPSE (runtime/huge_pages.hpp) drains every
-    // CPU's page lists on that CPU's kworker and waits for all of them. On this project's VMs
-    // (Linux 6.18, autogroups) a rank spinning on one core kept the kworker queued there from
-    // running for 17-60 s and more, holding the peer it waited for in the madvise call all
-    // that time (2 ranks with a progress thread each, ~1 run in 10 of a test of 3 MiB
-    // ping-pongs); stopping the spinning rank for 0.2 s let the call end at once.
+    void reset() { idle_ = 0, spun_ = false, nap_.restart(); }
+    // Called by a blocking wait every 256th poll that found nothing to do: a wait that has
+    // found nothing to do for NapClock::kAfter (from that first tick, ~25-250 us into it when
+    // polling) lets its core go for a moment, and again every kAfter (runtime/spin.hpp), in
+    // wait modes poll and yield; block sleeps anyway. Progress restarts the count, so a wait
+    // that keeps receiving from other ranks does not nap: a spinner holds its core as long as
+    // that stream lasts, plus kAfter.
     void long_wait_tick();
-    static constexpr auto kNapAfter = std::chrono::milliseconds(10);
-    static constexpr auto kNap = std::chrono::microseconds(20);
     // Whether operator() gives the core away once spin_us has passed (wait mode yield or
     // block, as when ranks outnumber cores).
     bool yields() const { return c_.params().wait_mode != WaitMode::poll; }
@@ -150,7 +146,7 @@ public:
     std::uint64_t idle_ = 0;
     bool spun_ = false;  // spin_us has passed: yield on every idle poll
     std::chrono::steady_clock::time_point since_;
-    std::chrono::steady_clock::time_point nap_from_;  // long_wait_tick's start; {}: not yet
+    NapClock nap_;
   };
 
   // RMP_STATS at finalize: the counters as a line on stderr (1) or a JSON file (json:PATH);

@@ -374,8 +374,8 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
                    .binds_explicit = false},
      .meaning = {"after spin_us", "after spin_us", "after spin_us", "after spin_us"},
      .help = "poll|yield|block: what a waiting call does after spin_us. Oversubscribed jobs "
-             "never poll unless told to explicitly. In every mode a wait idle for 10 ms lets "
-             "its core go for ~70 us, and again every 10 ms (RMP_STATS: idle_naps)."},
+             "never poll unless told to explicitly. A wait idle for 10 ms lets its core go for "
+             "~70 us, and again every 10 ms (RMP_STATS: idle_naps)."},
     {.id = Knob::connect, .name = "connect", .type = Type::choice, .unit = "",
      .field = &Params::connect_eager, .default_value = kLazy, .choices = kConnectModes,
      .meaning = {"", "map pair segments at start", "open connections at start",

@@ -103,9 +103,13 @@ Mapping open_segment(const std::string& name, std::size_t header_size,
   if (h == MAP_FAILED) fail("mmap of the header of " + name, errno);
   Mapping header(h, header_size);
   std::size_t size = 0;
-  while ((size = ready_size(h)) == 0) {
+  // The creator marks it ready right after sizing it: yield at first; past that, sleep as the
+  // loops above do, for a core polled without sleeping may be one the kernel needs
+  // (runtime/spin.hpp).
+  for (int polls = 0; (size = ready_size(h)) == 0; ++polls) {
     if (expired()) throw Error(Errc::timeout, "shm: segment " + name + " never became ready");
-    std::this_thread::yield();
+    if (polls < 256) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, map_flags(pop), f.fd, 0);
   if (p == MAP_FAILED) fail("mmap of " + std::to_string(size) + " bytes segment " + name, errno);

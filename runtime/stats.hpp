@@ -1,7 +1,7 @@
 // Per-rank counters (RMP_STATS, tests). Plain integers bumped on the data path; no atomics:
 // the engine is driven by one thread at a time. A counter that collectives bump from the
 // caller's thread while a progress thread (RMP_PROGRESS_THREAD=1) may bump it too, or that
-// waits of several application threads bump (idle yields and sleeps), goes through
+// waits of several application threads bump (idle yields, sleeps and naps), goes through
 // count_shared.
 #pragma once
 
@@ -62,7 +62,8 @@ struct Counters {
   std::uint64_t endpoints = 0;            // peers connected (on first use, or all at start)
   std::uint64_t idle_yields = 0;          // waits that gave the core away (sched_yield)
   std::uint64_t idle_sleeps = 0;          // waits that slept (wait_mode=block)
-  std::uint64_t idle_naps = 0;            // moments given away by waits idle for 10 ms or more
+  std::uint64_t idle_naps = 0;            // moments given away by waits idle NapClock::kAfter
+                                          // (10 ms) and by a busy progress thread (spin.hpp)
   std::uint64_t cpu_moves = 0;            // moves off a CPU crowded with ranks (unbound, when
                                           // ranks outnumber cores; collectives/node_shared.cpp)
   // Collective calls whose path was chosen by measurement (collectives/node_shared.hpp,

@@ -2,10 +2,11 @@
 // counters show (not just the value rinfo prints): two runs that differ only in that knob,
 // with ranks as threads over the real shm transport. Where a peer must not drain its queues
 // while the other fills them, it is held on an atomic flag (threads of one process), so every
-// count here is deterministic. Knobs that are n/a on shm, and those no counter can observe,
-// are listed in kNotObservedOnShm with the reason; a test checks that every knob is either
-// tested here or listed there.
+// count here is deterministic (the naps' too: each test waits for a set number of them). Knobs that
+// are n/a on shm, and those no counter can observe, are listed in kNotObservedOnShm with the
+// reason; a test checks that every knob is either tested here or listed there.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -501,44 +502,74 @@ TEST(KnobEffects, SpinUs_NoYieldBeforeItHasPassed) {
   EXPECT_EQ(yields, 0u);
 }
 
-// A blocking wait that finds nothing to do for Idle::kNapAfter lets its core go for a moment,
-// once per kNapAfter, whatever the wait mode: busy-polling must not hold a core the kernel
-// needs (MADV_COLLAPSE waits for a kworker on every CPU; runtime/context.hpp). Rank 1 waits
-// for a message rank 0 sends 4.5 kNapAfter late: it naps about 4 times, never more often
-// than once a kNapAfter (the first message too, which may find it waiting since its start).
+// A thread that polls without sleeping lets its core go for a moment once every
+// NapClock::kAfter (runtime/spin.hpp): a blocking wait that finds nothing to do (wait modes
+// poll and yield; block sleeps anyway), and a progress thread kept busy by a send in flight.
+// Each waits until it has napped a set number of times (or 5 s, a failure): the naps are
+// sleeps (voluntary switches, which sched_yield is not), and they took at least kAfter each.
+using rmp::rt::NapClock;
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+long voluntary_switches() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_nvcsw;
+}
+constexpr double kAfterMs = std::chrono::duration<double, std::milli>(NapClock::kAfter).count();
+
 TEST(KnobEffects, LongWait_GivesTheCoreAwayForAMomentEveryNapAfter) {
-  using Idle = rmp::rt::Context::Idle;
-  for (const char* mode : {"poll", "yield"}) {
+  for (const char* mode : {"poll", "yield", "block"}) {
     ScopedEnv wait_mode("RMP_WAIT_MODE", mode);
-    std::uint64_t naps = 0, naps_first = 0;
-    double waited_ms = 0, first_ms = 0;
-    run_thread_ranks(2, [&](ThreadRank& t) {
-      auto& e = t.engine;
-      std::byte b{};
-      if (t.world.rank() == 0) {
-        e.wait(e.isend(t.world, Channel::user, &b, 1, 1, 1, false));
-        std::this_thread::sleep_for(4 * Idle::kNapAfter + Idle::kNapAfter / 2);
-        e.wait(e.isend(t.world, Channel::user, &b, 1, 1, 2, false));
-        return;
+    const bool naps = mode[0] != 'b';
+    run_thread_ranks(1, [&](ThreadRank& t) {
+      const Counters& c = t.ctx.counters();
+      const long switches = voluntary_switches();
+      const auto t0 = Clock::now();
+      t.engine.progress_until([&] {
+        return ms_since(t0) > (naps ? 5000 : 3.5 * kAfterMs) || (naps && c.idle_naps >= 3);
+      });
+      const double waited = ms_since(t0);
+      if (naps) {
+        EXPECT_EQ(c.idle_naps, 3u) << mode << ": waited " << waited << " ms";
+        EXPECT_GE(waited, 3 * kAfterMs) << mode;
+        EXPECT_GE(voluntary_switches() - switches, 3) << mode;
+      } else {
+        EXPECT_EQ(c.idle_naps, 0u) << "block sleeps anyway";
+        EXPECT_GT(c.idle_sleeps, 0u);
       }
-      using Clock = std::chrono::steady_clock;
-      auto ms_since = [](Clock::time_point t0) {
-        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      };
-      auto t0 = Clock::now();
-      e.wait(e.irecv(t.world, Channel::user, &b, 1, 0, 1));
-      first_ms = ms_since(t0);
-      naps_first = t.ctx.counters().idle_naps;
-      t0 = Clock::now();
-      e.wait(e.irecv(t.world, Channel::user, &b, 1, 0, 2));
-      waited_ms = ms_since(t0);
-      naps = t.ctx.counters().idle_naps - naps_first;
     });
-    const double per_ms = 1.0 / std::chrono::duration<double, std::milli>(Idle::kNapAfter).count();
-    EXPECT_GE(naps, 2u) << mode << ": waited " << waited_ms << " ms";
-    EXPECT_LE(static_cast<double>(naps), waited_ms * per_ms) << mode << ": waited " << waited_ms;
-    EXPECT_LE(static_cast<double>(naps_first), first_ms * per_ms) << mode << ": " << first_ms;
   }
 }
 
+TEST(KnobEffects, BusyProgressThread_GivesTheCoreAwayForAMomentEveryNapAfter) {
+  std::atomic<bool> napped{false};
+  double waited = 0;
+  std::uint64_t naps = 0;
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    auto& e = t.engine;
+    std::vector<std::byte> buf(1 << 20);  // rendezvous: in flight until rank 1 reads it
+    if (t.world.rank() == 1) {
+      while (!napped.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      e.wait(e.irecv(t.world, Channel::user, buf.data(), buf.size(), 0, 4));
+      return;
+    }
+    e.start_progress_thread();
+    rmp::detail::RequestState* r =
+        e.isend(t.world, Channel::user, buf.data(), buf.size(), 1, 4, false);
+    // The progress thread bumps it (count_shared) while this thread reads it.
+    const std::atomic_ref<std::uint64_t> bumped(t.ctx.counters().idle_naps);
+    const auto t0 = Clock::now();
+    while (bumped.load(std::memory_order_relaxed) < 2 && ms_since(t0) < 5000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    waited = ms_since(t0);
+    naps = bumped.load(std::memory_order_relaxed);
+    napped = true;
+    e.wait(r);
+    e.stop_progress_thread();
+  });
+  EXPECT_GE(naps, 2u) << "waited " << waited << " ms";
+  EXPECT_GE(waited, 2 * kAfterMs);
+}
 }  // namespace
