@@ -771,6 +771,7 @@ public:
         : ns_(ns), use_(use), bytes_(bytes), chooses_(use == Use::bcast || c.rank() == 0) {
       if (chooses_) {
         ns_.store_mode_ = ns_.choice(use_).choose(bytes_);
+        ns_.store_trial_ = ns_.choice(use_).last_was_trial();
         if (use != Use::bcast)
           ns_.decision_line().store(static_cast<std::uint64_t>(ns_.store_mode_),
                                     std::memory_order_relaxed);
@@ -811,6 +812,11 @@ public:
   // Whether this call stores into chunks with streaming stores (for stores of its own, as
   // the compressed allreduce's encoding).
   bool streaming() const { return store_mode_ == kStreaming; }
+  // Whether this rank's last call through the chunks chose its kind of store on trial (its
+  // warm-up or a burst), as the path decider's record wants to know; cleared as a path is
+  // chosen.
+  bool store_was_trial() const { return store_trial_; }
+  void clear_store_trial() { store_trial_ = false; }
 
 private:
   void set_line(const CommImpl& c, std::size_t i, std::uint64_t v) {
@@ -1151,6 +1157,7 @@ private:
             .warm_from_neighbour = nodeshared_only};
   }
   int store_mode_ = kCached;
+  bool store_trial_ = false;  // store_was_trial
 };
 
 namespace {
@@ -1503,6 +1510,7 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   }
   --run.left;
   path_ = run.path;
+  ns->clear_store_trial();
   rt::Counters& n = ctx.counters();
   ++(path_ == NodeShared::kP2pPath      ? n.coll_p2p_path
      : path_ == NodeShared::kDirectPath ? n.coll_direct_path
@@ -1533,7 +1541,11 @@ PathChoice::~PathChoice() {
   if (timed_) timed_->set_root_waits(false);
   if (!timed_ || std::uncaught_exceptions() > unwinding_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  timed_->path_times(index_).record(path_, bytes_, s);
+  // A call through the chunks whose kind of store was on trial shows what the chunks can do
+  // at worst (MeasuredChoice::record_best).
+  if (path_ == NodeShared::kShmPath && timed_->store_was_trial())
+    timed_->path_times(index_).record_best(path_, bytes_, s);
+  else timed_->path_times(index_).record(path_, bytes_, s);
 }
 
 void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.next_gen()); }

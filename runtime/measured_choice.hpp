@@ -310,6 +310,31 @@ public:
     }
   }
 
+  // A use of `bytes` by `mode` that took `seconds` while a choice inside it was on trial (a
+  // node-shared path's call whose kind of store was warming up or re-measured): it shows what
+  // `mode` can do at worst, so it may raise the mode's rate but never lower it. Counted as a
+  // sample (the warm-up and a burst end as with record()); the held mode's steady rate is left
+  // alone. The chunks of an allgather of 1 MiB (2 ranks, cores ~50-90 ns apart) were held after
+  // their warm-up with cached stores, and their stores then tried streaming ones on the next
+  // calls: averaged in, those calls let point-to-point take over for the rest of the run
+  // (96-116 us a call, the chunks forced 65-70). With this, the chunks held in 2 runs of 5,
+  // against 0 of 4 (the other runs lost their warm-up or later calls to point-to-point).
+  void record_best(int mode, std::size_t bytes, double seconds) {
+    if (seconds <= 0) return;
+    Bucket& b = bucket(bytes);
+    if (b.last_mode != mode) {
+      b.last_mode = mode;
+      b.burst_n[mode] = 0;
+      return;
+    }
+    b.rate[mode] = std::max(b.rate[mode], static_cast<double>(bytes) / seconds);
+    ++b.samples[mode];
+    if (b.held >= 0 && mode != b.held) {
+      b.basis[mode] = b.steady;
+      b.remeasuring &= ~(1u << mode);
+    }
+  }
+
   // choose() for a caller that must tell others its choice (a collective's path, announced by
   // one rank): the mode for the next uses of `bytes` and how many of them (1 to `most`), so
   // that it tells them once a run instead of once a use. The run is the uses choose() would

@@ -491,6 +491,46 @@ TEST(MeasuredChoice, RejudgeModes_OthersJudgedOnTheirWarmup) {
   }
 }
 
+// record_best: a use whose own inner choice was on trial may raise its mode's rate, never lower
+// it. A model of the node-shared path choice of an allgather of 1 MiB, 2 ranks, cores near:
+// the chunks (mode 0) win their warm-up at 65 us a call with cached stores and are held; their
+// kind of store then tries streaming stores on their next 4 calls, 150 us each (a 1 MiB bcast,
+// cores near: 33 us cached, 65-100 streaming); point-to-point (mode 1) runs at 90 us, the
+// direct path (2) at 150. Averaged into the chunks' rate, those 4 calls made point-to-point
+// take over for the rest of a benchmark's 71 calls (as runs of 58 such calls of 71 showed,
+// chunks forced at 65-70 us against 96-116 chosen); taken as what the chunks do at worst, they
+// keep the chunks held.
+TEST(MeasuredChoice, RecordBest_AnInnerTrialDoesNotSinkTheMode) {
+  for (const bool best : {true, false}) {
+    rmp::rt::MeasuredChoice<3> c(0b111, {.period = 64,
+                                         .burst = 4,
+                                         .hysteresis = 0.05,
+                                         .rejudge_warmup = true,
+                                         .rejudge_modes = 0b011});
+    const std::size_t bytes = 1 << 20;
+    int used[3] = {0, 0, 0}, chunk_calls = 0, late_chunks = 0;
+    for (int i = 0; i < 71; ++i) {
+      const int m = c.choose(bytes);
+      ++used[m];
+      double us = m == 1 ? 90 : 150;
+      bool inner_trial = false;
+      if (m == 0) {
+        inner_trial = chunk_calls < 8;
+        us = chunk_calls >= 4 && chunk_calls < 8 ? 150 : 65;
+        ++chunk_calls;
+        if (i >= 35) ++late_chunks;
+      }
+      if (best && inner_trial) c.record_best(m, bytes, us * 1e-6);
+      else c.record(m, bytes, us * 1e-6);
+    }
+    if (best) {
+      EXPECT_EQ(late_chunks, 36) << "chunks " << used[0] << ", point-to-point " << used[1];
+    } else {  // what happened before: the test tells the two apart
+      EXPECT_EQ(late_chunks, 0) << "chunks " << used[0] << ", point-to-point " << used[1];
+    }
+  }
+}
+
 // last_was_trial: every use of the warm-up and of a burst re-measuring another mode is on
 // trial; a use the held mode serves is not (the shm transport marks its gets so, and the
 // sender counts them: rndv_trial_gets).
