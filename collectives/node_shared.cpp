@@ -812,9 +812,11 @@ public:
   // Whether this call stores into chunks with streaming stores (for stores of its own, as
   // the compressed allreduce's encoding).
   bool streaming() const { return store_mode_ == kStreaming; }
-  // Whether this rank's last call through the chunks chose its kind of store on trial (its
-  // warm-up or a burst), as the path decider's record wants to know; cleared as a path is
-  // chosen.
+  // Whether this rank chose the kind of store of its last call through the chunks on trial
+  // (its warm-up or a burst), as the path decider's record wants to know; cleared as a path is
+  // chosen. Set only where this rank chooses the stores (Call: rank 0, a bcast's root): where
+  // the path decider is another rank (a reduce's root other than 0, a bcast's decider) it
+  // stays false, and those calls are recorded as any.
   bool store_was_trial() const { return store_trial_; }
   void clear_store_trial() { store_trial_ = false; }
 
@@ -1542,7 +1544,8 @@ PathChoice::~PathChoice() {
   if (!timed_ || std::uncaught_exceptions() > unwinding_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   // A call through the chunks whose kind of store was on trial shows what the chunks can do
-  // at worst (MeasuredChoice::record_best).
+  // at worst (MeasuredChoice::record_best). (The call after such a trial still pays for the
+  // lines the other kind of store left, and is recorded as any: one sample of an average.)
   if (path_ == NodeShared::kShmPath && timed_->store_was_trial())
     timed_->path_times(index_).record_best(path_, bytes_, s);
   else timed_->path_times(index_).record(path_, bytes_, s);

@@ -276,63 +276,25 @@ public:
   // empty pipeline) or for first touches of memory, and counted once it made the better mode
   // look worse for many uses (allgather of 1 MiB: 185 us chosen vs 109 us possible).
   void record(int mode, std::size_t bytes, double seconds) {
-    if (seconds <= 0) return;
-    Bucket& b = bucket(bytes);
-    if (b.last_mode != mode) {
-      b.last_mode = mode;
-      b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
-      return;
-    }
-    const double rate = static_cast<double>(bytes) / seconds;
-    // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
-    // pages in and find caches cold (a collective's chunks are used in turn, so the second
-    // use of a mode may be the first in its chunk), and one such sample in the average made
-    // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
-    // 12.7 us chosen vs 8.5 us possible).
-    // So are the uses of the initial mode held before anything was measured: at the end of
-    // the first window its best is compared with the others' best.
-    bool judged = true;  // whether the rate now stands on this sample
-    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
-      b.rate[mode] = std::max(b.rate[mode], rate);
-    else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples)
-      b.rate[mode] = burst_median(b, mode, rate, judged);
-    else b.rate[mode] += kWeight * (rate - b.rate[mode]);
-    ++b.samples[mode];
-    if (mode == b.held) {
-      if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
-      else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
-    }
-    // What the held mode achieved when this one was measured: the conditions of the
-    // measurement (beat_when_measured, drifted).
-    if (judged && b.held >= 0 && mode != b.held) {
-      b.basis[mode] = b.steady;
-      b.remeasuring &= ~(1u << mode);
-    }
+    record_sample(mode, bytes, seconds, false);
   }
 
   // A use of `bytes` by `mode` that took `seconds` while a choice inside it was on trial (a
   // node-shared path's call whose kind of store was warming up or re-measured): it shows what
-  // `mode` can do at worst, so it may raise the mode's rate but never lower it. Counted as a
-  // sample (the warm-up and a burst end as with record()); the held mode's steady rate is left
-  // alone. The chunks of an allgather of 1 MiB (2 ranks, cores ~50-90 ns apart) were held after
-  // their warm-up with cached stores, and their stores then tried streaming ones on the next
-  // calls: averaged in, those calls let point-to-point take over for the rest of the run
-  // (96-116 us a call, the chunks forced 65-70). With this, the chunks held in 2 runs of 5,
-  // against 0 of 4 (the other runs lost their warm-up or later calls to point-to-point).
+  // `mode` can do at worst, so it may raise the mode's rate but never lower it. It counts as a
+  // sample as with record(), taken at no less than the mode's rate so far: the best of the
+  // warm-up, a burst's median over it and two others (one fast call alone does not make a
+  // mode take over), the held mode's moving average moved up only. The held mode's steady
+  // rate is left alone (it is for Pace::judge_alike and steady_recent, which the path choice
+  // does not set). The chunks of an allgather of 1 MiB (2 ranks, cores ~50-90 ns apart) were
+  // held after their warm-up with cached stores, and their stores then tried streaming ones on
+  // the next calls: averaged in, those calls let point-to-point take over for the rest of the
+  // run (96-116 us a call, the chunks forced 65-70). With this, the chunks held in 2 runs of 5,
+  // against 0 of 5 before: a hint, not yet proof. In the other 3, point-to-point won the
+  // warm-up or took over later: a burst re-measuring the chunks can fall entirely on their
+  // stores' trial of the slower kind, and then never shows them with the faster one.
   void record_best(int mode, std::size_t bytes, double seconds) {
-    if (seconds <= 0) return;
-    Bucket& b = bucket(bytes);
-    if (b.last_mode != mode) {
-      b.last_mode = mode;
-      b.burst_n[mode] = 0;
-      return;
-    }
-    b.rate[mode] = std::max(b.rate[mode], static_cast<double>(bytes) / seconds);
-    ++b.samples[mode];
-    if (b.held >= 0 && mode != b.held) {
-      b.basis[mode] = b.steady;
-      b.remeasuring &= ~(1u << mode);
-    }
+    record_sample(mode, bytes, seconds, true);
   }
 
   // choose() for a caller that must tell others its choice (a collective's path, announced by
@@ -389,6 +351,42 @@ public:
   double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
 
 private:
+  void record_sample(int mode, std::size_t bytes, double seconds, bool at_worst) {
+    if (seconds <= 0) return;
+    Bucket& b = bucket(bytes);
+    if (b.last_mode != mode) {
+      b.last_mode = mode;
+      b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
+      return;
+    }
+    const double rate = at_worst ? std::max(static_cast<double>(bytes) / seconds, b.rate[mode])
+                                 : static_cast<double>(bytes) / seconds;
+    // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
+    // pages in and find caches cold (a collective's chunks are used in turn, so the second
+    // use of a mode may be the first in its chunk), and one such sample in the average made
+    // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
+    // 12.7 us chosen vs 8.5 us possible).
+    // So are the uses of the initial mode held before anything was measured: at the end of
+    // the first window its best is compared with the others' best.
+    bool judged = true;  // whether the rate now stands on this sample
+    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
+      b.rate[mode] = std::max(b.rate[mode], rate);
+    else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples)
+      b.rate[mode] = burst_median(b, mode, rate, judged);
+    else b.rate[mode] += kWeight * (rate - b.rate[mode]);
+    ++b.samples[mode];
+    if (mode == b.held && !at_worst) {
+      if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
+      else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
+    }
+    // What the held mode achieved when this one was measured: the conditions of the
+    // measurement (beat_when_measured, drifted).
+    if (judged && b.held >= 0 && mode != b.held) {
+      b.basis[mode] = b.steady;
+      b.remeasuring &= ~(1u << mode);
+    }
+  }
+
   static constexpr std::uint32_t kWarmup = 3;  // samples of each before choosing
   static constexpr double kWeight = 0.25;      // moving-average weight of a new sample
   // A mode whose rate is below the best's by this factor is re-measured on every
