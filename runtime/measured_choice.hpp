@@ -289,10 +289,10 @@ public:
   // does not set). The chunks of an allgather of 1 MiB (2 ranks, cores ~50-90 ns apart) were
   // held after their warm-up with cached stores, and their stores then tried streaming ones on
   // the next calls: averaged in, those calls let point-to-point take over for the rest of the
-  // run (96-116 us a call, the chunks forced 65-70). With this, the chunks held in 2 runs of 5,
-  // against 0 of 5 before: a hint, not yet proof. In the other 3, point-to-point won the
-  // warm-up or took over later: a burst re-measuring the chunks can fall entirely on their
-  // stores' trial of the slower kind, and then never shows them with the faster one.
+  // run (96-116 us a call, the chunks forced 65-70). With this, the chunks held in 4 runs of 7,
+  // against 1 of 7 before (medians 66 and 111 us). In the other 3, point-to-point had won the
+  // warm-up: a burst re-measuring the chunks can fall entirely on their stores' trial of the
+  // slower kind, and then never shows them with the faster one.
   void record_best(int mode, std::size_t bytes, double seconds) {
     record_sample(mode, bytes, seconds, true);
   }
