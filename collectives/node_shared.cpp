@@ -1149,10 +1149,27 @@ private:
   // far, 6 interleaved rounds, 64 KiB - 16 MiB: 0.92-0.96 of the time before with this pace, the
   // chunks forced 0.88-0.955). (With ranks sharing cores the direct alltoall's and bcast's standing
   // changes with the size: 0.60-1.15 of the chunks' time from 16 KiB to 4 MiB.)
+  // Where ranks have cores of their own the chunks are favoured: another path takes over only if
+  // more than 15 % faster. A burst of the chunks shows all they cost; one of the others does not.
+  // Held, point-to-point's rendezvous buffers and the direct path's published ones go onto huge
+  // pages from a block's 16th use (runtime/huge_pages.hpp: calls of 0.6-1.4 ms in traces of
+  // point-to-point's calls, none with RMP_SHM_HUGEPAGES=0), and point-to-point's copy chooser
+  // explores its mechanisms (calls of 100-195 us before it settles at 63-65). An
+  // allgather of 1 MiB, 2 ranks, cores near, traced call by call: point-to-point ran at 55-62 us
+  // in its burst against the chunks' 62-74 and took over in 4 runs of 6; its next calls took
+  // 95-150 us, with one or two of 0.6-4.7 ms among them, and the benchmark's 50 timed calls
+  // averaged 71-105 us. Favoured, the chunks held in 6 runs of 6 (57-63 us). Interleaved, 8
+  // rounds: favoured 54-65 us in every round; without, 55-60 in six and 100 and 122 in two.
+  // Allgather, alltoall and reduce of 64 KiB - 4 MiB took 0.97-1.04 of the time without it near
+  // (medians of 8 rounds) and 0.90-1.12 far, noise: far the paths taken are the same.
   PathTimes::Pace path_pace(unsigned enabled) const {
     const bool nodeshared_only = own_cores_ && !(enabled >> kP2pPath & 1);
+    const bool favour_chunks =
+        own_cores_ && (enabled >> kShmPath & 1) != 0 && std::popcount(enabled) > 1;
     return {.period = 64,
             .burst = 4,
+            .favour = favour_chunks ? kShmPath : -1,
+            .margin = favour_chunks ? 0.15 : 0.0,
             .hysteresis = 0.05,
             .rejudge_warmup = !nodeshared_only,
             .rejudge_modes = 1u << kShmPath | 1u << kP2pPath,
