@@ -109,6 +109,11 @@ struct Engine::Peer {
   std::deque<Pending> data;     // eager and rendezvous starts, in send order
   bool listed = false;          // in pending_peers_
   std::uint32_t rndv_out = 0;   // rendezvous sends to the peer not yet finished (no FIN yet)
+  // The answer in kind this rank owes the peer (note_answer): the protocol (1 eager, 0
+  // rendezvous; -1 none) of its next tuned send alone to it in size bucket answer_bucket.
+  std::int8_t answer = -1;
+  std::uint8_t answer_bucket = 0;
+  bool answer_explored = false;  // the message to answer was an exploration of the peer's
 
   // Whether an eager message of `bytes` fits this peer's remaining credit.
   bool has_credit_for(std::size_t bytes) const { return credits >= credit_charge(bytes); }
@@ -265,8 +270,13 @@ Engine::Release Engine::release_context(std::uint32_t base) {
   return Release::free;
 }
 
+[[gnu::always_inline]] inline std::uint32_t Engine::answer_flags() const {
+  return tune_asks_answer_ ? p2p::kEagerAnswerInKind | (tune_explored_ ? p2p::kEagerExplored : 0)
+                           : 0;
+}
+
 std::uint32_t Engine::take_owed(Peer& p) {
-  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX));
+  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, p2p::kCreditMask));
   p.owed -= n;
   return n;
 }
@@ -309,7 +319,7 @@ void Engine::send_or_queue(Peer& p, int world, Am am, std::span<const std::byte>
 void Engine::refused(Peer& p, Am am, std::span<const std::byte> hdr, RequestState* r) {
   std::uint32_t returned = 0;  // every header starts with it (p2p/wire.hpp)
   std::memcpy(&returned, hdr.data(), std::min(hdr.size(), sizeof returned));
-  p.owed += returned;
+  p.owed += returned & p2p::kCreditMask;
   if (!r) return;
   if (am == Am::eager || am == Am::eager_sync) p.credits += credit_charge(r->bytes);
   if (r->registered) {
@@ -399,12 +409,12 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
   r->tuned = r->tune_honoured = picked >= 0 || tuned_send(ch, world, bytes, sync);
   const bool fits_eager = !r->tuned     ? eager_size(bytes)
                           : picked >= 0 ? picked == 1
-                                        : tune_pick(bytes);
+                                        : tune_pick(p, world, bytes);
   if (fits_eager && p.has_credit_for(bytes)) {
     p.credits -= credit_charge(bytes);
     const bool inl = bytes <= inline_threshold_;
     count_eager(bytes, inl);
-    e.credits = take_owed(p);
+    e.credits = take_owed(p) | (r->tuned ? answer_flags() : 0);
     std::span<const std::byte> payload(static_cast<const std::byte*>(buf), bytes);
     if (sync) {
       SyncHeader h{e, reinterpret_cast<std::uint64_t>(r)};
@@ -426,9 +436,11 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
   r->key = ep.transport().register_memory(region);
   r->registered = true;
   e.credits = take_owed(p);
+  // An answer to the peer's exploration is part of that trial: its get is settled too.
   RtsHeader h{e,
               bytes,
-              r->tuned && tune_explored_ ? p2p::kRtsExplored : 0u,
+              (r->tuned && (tune_explored_ || tune_answers_trial_) ? p2p::kRtsExplored : 0u) |
+                  (r->tuned && tune_asks_answer_ ? p2p::kRtsAnswerInKind : 0u),
               reinterpret_cast<std::uint64_t>(r),
               reinterpret_cast<std::uint64_t>(buf),
               r->key};
@@ -462,16 +474,16 @@ void Engine::send(const CommImpl& comm, p2p::Channel ch, const void* buf, std::s
   // A tuned send asks the tuner here and, picked eager, leaves without a request as any eager
   // send does (isend and wait took and freed one for each).
   const bool tuned = tuned_send(ch, world, bytes, false);
-  const bool eager = tuned ? tune_pick(bytes) : eager_size(bytes);
+  const bool eager = tuned ? tune_pick(p, world, bytes) : eager_size(bytes);
   if (eager && p.has_credit_for(bytes) && p.data.empty() && p.control.empty()) {
     const bool inl = bytes <= inline_threshold_;
-    EagerHeader e{static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, UINT32_MAX)),
-                  comm.context(ch), tag, comm.rank()};
+    const auto owed = static_cast<std::uint32_t>(std::min<std::size_t>(p.owed, p2p::kCreditMask));
+    EagerHeader e{owed | (tuned ? answer_flags() : 0), comm.context(ch), tag, comm.rank()};
     std::span<const std::byte> payload(static_cast<const std::byte*>(buf), bytes);
     const rt::TStatus s = endpoint_of(p, world).send_am(static_cast<rt::AmId>(Am::eager),
                                                         p2p::bytes_of(e), payload, inl);
     if (s == rt::TStatus::ok) {
-      p.owed -= e.credits;
+      p.owed -= owed;
       p.credits -= credit_charge(bytes);
       if (world == self_) {
         ++ctx_.counters().msgs_self;
@@ -511,15 +523,41 @@ void Engine::send_ack(int world, Am am, std::uint64_t sid, std::uint32_t flags) 
 // (p2p/protocol_tuner.hpp). The clock is read only for tuned sends, and only where the tuner
 // uses the time.
 
-bool Engine::tune_pick(std::size_t bytes) {
-  const p2p::ProtocolTuner::Pick pick = tuner_->post(bytes, now_ns);
+bool Engine::tune_pick(Peer& p, int world, std::size_t bytes) {
+  // The peer leads the pair's protocol and its last message of this bucket asked for an answer
+  // in kind (on_am): spent on this send, whether it answers or not.
+  const auto bucket = static_cast<std::uint8_t>(rt::HillTuner::bucket_of(bytes));
+  const int answer = p.answer >= 0 && p.answer_bucket == bucket ? p.answer : -1;
+  tune_answers_trial_ = answer >= 0 && p.answer_explored;
+  if (answer >= 0) p.answer = -1;
+  const p2p::ProtocolTuner::Pick pick = tuner_->post(bytes, now_ns, answer);
   rt::Counters& c = ctx_.counters();
   c.tune_moves += pick.moved;
   c.tune_explorations += pick.explore;
+  c.tune_answers += pick.answered;
   if (pick.eager && bytes > eager_threshold_) ++c.tune_eager_above;
   if (!pick.eager && bytes <= eager_threshold_) ++c.tune_rndv_below;
   tune_explored_ = pick.explore;
+  tune_answers_trial_ = tune_answers_trial_ && pick.answered;
+  // The lower rank of a pair leads its protocol of sends alone (ProtocolTuner::post).
+  tune_asks_answer_ = pick.alone && self_ < world;
   return pick.eager;
+}
+
+// A message from peer p of `bytes` that the peer, leading the pair, asked to be answered in kind
+// (`asks`, by protocol `eager`), or not: the answer this rank's next tuned send alone of its
+// bucket owes it. A message of the bucket that does not ask cancels one owed.
+[[gnu::always_inline]] inline void Engine::note_answer(Peer& p, bool asks, bool explored,
+                                                       bool eager, std::size_t bytes) {
+  if (!asks && p.answer < 0) return;
+  const auto bucket = static_cast<std::uint8_t>(rt::HillTuner::bucket_of(bytes));
+  if (asks) {
+    p.answer = eager ? 1 : 0;
+    p.answer_bucket = bucket;
+    p.answer_explored = explored;
+  } else if (p.answer_bucket == bucket) {
+    p.answer = -1;
+  }
 }
 
 void Engine::tuned_send_completed(const RequestState& r) {
@@ -672,7 +710,9 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
       const bool sync = static_cast<Am>(id) == Am::eager_sync;
       SyncHeader h{};
       if (!(sync ? p2p::decode(header, h) : p2p::decode(header, h.e))) break;
-      p.credits += h.e.credits;
+      p.credits += h.e.credits & p2p::kCreditMask;
+      note_answer(p, (h.e.credits & p2p::kEagerAnswerInKind) != 0,
+                  (h.e.credits & p2p::kEagerExplored) != 0, true, payload.size());
       MatchQueues& q = queues(h.e.ctx);
       if (RequestState* r = q.find_posted(h.e.src, h.e.tag)) {
         q.posted.unlink(r);
@@ -696,6 +736,8 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
       RtsHeader h{};
       if (!p2p::decode(header, h)) break;
       p.credits += h.e.credits;
+      note_answer(p, (h.flags & p2p::kRtsAnswerInKind) != 0, (h.flags & p2p::kRtsExplored) != 0,
+                  false, static_cast<std::size_t>(h.size));
       MatchQueues& q = queues(h.e.ctx);
       if (RequestState* r = q.find_posted(h.e.src, h.e.tag)) {
         q.posted.unlink(r);

@@ -355,7 +355,11 @@ private:
   bool tuned_send(p2p::Channel ch, int world, std::size_t bytes, bool sync) const {
     return tuner_ && ch == p2p::Channel::user && !sync && world != self_ && tuner_->tunes(bytes);
   }
-  bool tune_pick(std::size_t bytes);  // the tuner's protocol for a send of `bytes` (eager?)
+  // The tuner's protocol for a send of `bytes` to peer p, world rank `world` (eager?).
+  bool tune_pick(Peer& p, int world, std::size_t bytes);
+  inline void note_answer(Peer& p, bool asks, bool explored, bool eager, std::size_t bytes);
+  // The answer flags of an eager header (p2p/wire.hpp) for the send of the last tune_pick().
+  inline std::uint32_t answer_flags() const;
   // isend whose tuned protocol send() already picked (`picked`: 1 eager, 0 rendezvous), or
   // that picks it (-1).
   RequestState* isend_as(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
@@ -388,6 +392,8 @@ private:
   std::vector<RetryGet> retrying_;             // retry_gets()'s, kept for its capacity
   std::unique_ptr<p2p::ProtocolTuner> tuner_;  // RMP_TUNE=adaptive only
   bool tune_explored_ = false;                 // the last tune_pick() was an exploration
+  bool tune_answers_trial_ = false;            // ... an answer to the peer's exploration
+  bool tune_asks_answer_ = false;              // ... a send alone that leads its pair
   std::recursive_mutex mu_;
   bool threaded_ = false;
   struct ProgressThread;

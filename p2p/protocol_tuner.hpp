@@ -125,16 +125,33 @@ public:
     bool eager;
     bool explore;
     bool moved;  // judging the stream before this send moved its bucket to a new setting
+    // A send alone whose protocol the bucket's tuner of sends alone picked (where this rank
+    // leads the pair, its receiver answers it in kind), or that answered (`answer`).
+    bool alone = false;
+    bool answered = false;  // it took `answer` instead of this tuner's pick, and goes unjudged
   };
   // The protocol of a send of `bytes` (tunes(bytes)) posted at `now_ns`. complete() and
   // release() must follow for each.
-  Pick post(std::size_t bytes, std::int64_t now_ns) {
-    return post(bytes, [now_ns] { return now_ns; });
+  // `answer` (-1: none; 1 eager, 0 rendezvous): the protocol of the destination's last send to
+  // this rank in this bucket, where the destination leads the pair's protocol (Engine: the
+  // lower rank of the two) and that send was one alone that its tuner picked. A send alone
+  // answers it in kind, unjudged here, so that the leader's round trip holds its protocol both
+  // ways: a ping-pong's protocol is the two ranks' joint setting, and the leader alone tunes it.
+  // Judged each on its own, an eager send among rendezvous replies took 1.14-1.35x the round
+  // trip it was judged against where eager both ways ran faster than rendezvous both ways
+  // (64 KiB, cores far apart: 4.3 against 4.6 us one way), and neither rank could leave
+  // rendezvous (docs/tuning.md). Answering only the leader's explorations was not enough: once
+  // the explorer had moved to eager, the other rank's rendezvous replies made its eager round
+  // trips the slowest of all, and its next exploration took it back (2 moves and back in 2 runs
+  // of 2, 57-60 eager sends of 2542).
+  Pick post(std::size_t bytes, std::int64_t now_ns, int answer = -1) {
+    return post(
+        bytes, [now_ns] { return now_ns; }, answer);
   }
   // The same, the time read from now() only where it is used (post_reads_clock).
   template <class Now>
   requires std::is_invocable_r_v<std::int64_t, Now>
-  [[gnu::always_inline]] Pick post(std::size_t bytes, Now&& now) {
+  [[gnu::always_inline]] Pick post(std::size_t bytes, Now&& now, int answer = -1) {
     const std::size_t b = rt::HillTuner::bucket_of(bytes);
     if (!started_[b] && stream_.enabled(b)) {
       started_[b] = true;
@@ -163,6 +180,7 @@ public:
       last_.judged = false;
       const bool beyond_credit = credit_bytes_ > 0 && stream_bytes_[b] > credit_bytes_ &&
                                  stream_.current(b)[0] == kRndv;
+      const bool alone = !streamed_[b] && !cut && alone_.enabled(b);
       rt::HillTuner::Choice c =
           streamed_[b]        ? (beyond_credit ? rt::HillTuner::Choice{stream_.current(b), false}
                                                : stream_.choose(b))
@@ -172,17 +190,25 @@ public:
         stream_.reject(b);
         c = {stream_.current(b), false};
       }
+      // An answer in kind, never judged here: in place of this tuner's exploration too (an
+      // exploration toward the leader would be judged on round trips of mixed protocols, and
+      // put one into the leader's). A burst whose uses all went to answers stays unjudged: its
+      // candidate waits for a send alone that is no answer.
+      const bool answered =
+          alone && answer >= 0 && (c.explore || (answer == kEager) != (c.setting[0] == kEager));
+      if (answered) c = {setting(answer == kEager), false};
       s_ = {.bucket = b,
             .eager = c.setting[0] == kEager,
             .explore = c.explore,
-            .judged = own,
+            .judged = own && !answered,
+            .answered = answered,
             .cut = cut,
-            .untimed = !own && !cut,
+            .untimed = !own && !cut && !answered,
             .sends = 1,
             .bytes = bytes,
             .posted_ns = now_ns,
             .done_ns = now_ns};
-      return {s_.eager, s_.explore, moved || alone_moved};
+      return {s_.eager, s_.explore, moved || alone_moved, alone, answered};
     }
     ++s_.sends;
     if (b != s_.bucket) {
@@ -254,7 +280,9 @@ public:
     last_.judged = false;
     alone_last_ = s_;
     alone_last_.judged = s_.judged && s_.honoured && !s_.cut && s_.bytes > 0;
-    alone_fresh_ = true;
+    // An answer is not this tuner's use to skip: its setting may be the candidate of a burst
+    // whose judgement is pending (HillTuner::skip would count it there).
+    alone_fresh_ = !s_.answered;
   }
 
   std::size_t eager_threshold() const { return eager_threshold_; }
@@ -302,6 +330,7 @@ private:
     bool eager = false, explore = false;
     bool judged = true;    // one bucket and one setting throughout, its first post timed
     bool honoured = true;  // every pick went by the protocol picked
+    bool answered = false;  // a send alone that answered the peer's exploration in kind
     bool cut = false;      // the rest of a stream cut after kSegment sends
     bool untimed = false;  // its first post was not timed, and no other is yet
     std::uint32_t sends = 0;

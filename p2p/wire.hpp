@@ -21,7 +21,8 @@ enum class Am : rt::AmId {
 
 // Every header starts with the eager-buffer bytes the sender returns to the receiver.
 struct EagerHeader {
-  std::uint32_t credits;  // bytes of eager buffer returned (piggybacked)
+  std::uint32_t credits;  // bytes of eager buffer returned (piggybacked; kCreditMask), and
+                          // kEagerAnswerInKind
   std::uint32_t ctx;      // communicator context (channel)
   std::int32_t tag;
   std::int32_t src;  // sender's rank in the communicator
@@ -45,6 +46,18 @@ struct RtsHeader {
 // the receiver asks its transport for a settled get (rt::GetHints::settled), so that no copy
 // mechanism is on trial within that trial.
 inline constexpr std::uint32_t kRtsExplored = 1;
+// A send alone whose protocol the sender's adaptive tuner picked, the sender leading the pair
+// (the lower rank): the receiver's next tuned send alone to it in the same size bucket goes by
+// the same protocol (p2p/protocol_tuner.hpp, ProtocolTuner::post's `answer`). Rendezvous: a bit of
+// RtsHeader::flags; eager: the top bit of EagerHeader::credits, whose count stays below the
+// flags (a header returns at most kCreditMask bytes, the rest with later ones).
+inline constexpr std::uint32_t kRtsAnswerInKind = 2;
+inline constexpr std::uint32_t kEagerAnswerInKind = 1u << 31;
+// eager, with kEagerAnswerInKind: the sender's tuner is trying eager out on this send (as
+// kRtsExplored says of an rts), and an answering rendezvous send is part of that trial: it says
+// kRtsExplored too, and its get is settled.
+inline constexpr std::uint32_t kEagerExplored = 1u << 30;
+inline constexpr std::uint32_t kCreditMask = kEagerExplored - 1;
 struct AckHeader {
   std::uint32_t credits;
   std::uint32_t flags;  // kAckTrialGet

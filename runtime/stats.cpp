@@ -53,6 +53,7 @@ constexpr CounterField kFields[] = {
     {"coll_direct_path", &Counters::coll_direct_path},
     {"tune_explorations", &Counters::tune_explorations},
     {"tune_moves", &Counters::tune_moves},
+    {"tune_answers", &Counters::tune_answers},
     {"tune_eager_above", &Counters::tune_eager_above},
     {"tune_rndv_below", &Counters::tune_rndv_below},
     {"tune_gets_retuned", &Counters::tune_gets_retuned},

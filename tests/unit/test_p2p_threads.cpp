@@ -558,7 +558,9 @@ TEST(P2pThreads, RendezvousGetsOnTrial_FlaggedInTheFin) {
 // Under RMP_TUNE=adaptive a rendezvous send the tuner explores (where the static rule is
 // eager) says so in its rts, and the receiver's transport makes that get settled: by the copy
 // mechanism it holds or its guess, with nothing on trial (rt::GetHints::settled), counted as
-// shm_gets_settled. Rendezvous by the static rule is never settled.
+// shm_gets_settled. So does a rendezvous send that answers such an exploration in kind (rank 1
+// answers rank 0's sends alone: ExploredSendsAlone_AnsweredInKind below). Rendezvous by the
+// static rule is never settled.
 TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
   constexpr std::size_t kBytes = 32 << 10;
   constexpr int kRoundTrips = 400, kTag = 12;
@@ -591,18 +593,20 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
       moves[static_cast<std::size_t>(me)] = c.tune_moves;
       done[static_cast<std::size_t>(me)] = true;
       while (!done[static_cast<std::size_t>(peer)]) std::this_thread::yield();
-      // Where the peer's tuner never left eager, every rendezvous send of its was explored and
-      // its get settled: through the double copy (the guess for gets alone, or the mechanism
-      // the chooser came to hold from those), and the chooser's warm-up never tried the single
-      // or split copies.
-      if (moves[static_cast<std::size_t>(peer)] == 0) {
+      // Where rank 0's tuner, which leads the pair's protocol, never left eager, every
+      // rendezvous send was rank 0's exploration or rank 1's answer to one, and its get settled:
+      // through the double copy (the guess for gets alone, or the mechanism the chooser came
+      // to hold from those), and the chooser's warm-up never tried the single or split copies.
+      if (moves[0] == 0) {
         EXPECT_EQ(c.shm_gets_single + c.shm_gets_split, 0u) << "rank " << me;
         EXPECT_EQ(c.shm_gets_chunks, settled) << "rank " << me;
       }
-      EXPECT_GT(c.tune_explorations, 0u);
-      // Each rank explored rendezvous (its first burst comes after 64-87 sends of the
-      // bucket), and the peer's gets of those sends were settled: at most one a rendezvous
-      // send of the peer's, which both ranks count alike here (the same number of sends).
+      // Rank 0 explored rendezvous (its first burst comes after 64 sends of the bucket) and
+      // rank 1 answered (it explores nothing toward the rank that leads), and each rank's gets
+      // of the other's rendezvous sends of those were settled: at most one a rendezvous send of
+      // the peer's.
+      if (me == 0) EXPECT_GT(c.tune_explorations, 0u);
+      else EXPECT_GT(c.tune_answers, 0u);
       EXPECT_GE(settled, 1u) << "rank " << t.world.rank();
       EXPECT_LE(settled, static_cast<std::uint64_t>(kRoundTrips)) << "rank " << t.world.rank();
     });
@@ -611,5 +615,53 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
   run_thread_ranks(2, [&](ThreadRank& t) {
     EXPECT_EQ(pingpong(t), 0u) << "rendezvous by the static rule: rank " << t.world.rank();
     EXPECT_GE(t.ctx.counters().msgs_rndv, static_cast<std::uint64_t>(kRoundTrips));
+  });
+}
+
+// Under RMP_TUNE=adaptive the lower rank of a pair leads the protocol of its sends alone: each
+// asks its receiver to answer in kind (eager: a bit of the credits word; rendezvous: an rts
+// flag), and the receiver's next tuned send alone of that size bucket to it goes by the same
+// protocol (ProtocolTuner::post's `answer`), counted as tune_answers where that is not the
+// receiver's own pick. A ping-pong of 64 KiB that starts on rendezvous (eager_threshold
+// 48 KiB): rank 0 explores eager from its 64th send, and rank 1 answers. The bytes arrive
+// intact whatever goes which way, and the credit count the flag shares a word with stays whole
+// (every eager send finds credit again). (tune_explorations counts the get tuner's too, at
+// rank 1 as well.)
+TEST(P2pThreads, ExploredSendsAlone_AnsweredInKind) {
+  constexpr std::size_t kBytes = 64 << 10;
+  constexpr int kRoundTrips = 300, kTag = 13;
+  rmp::testing::ScopedEnv tune("RMP_TUNE", "adaptive"), eager("RMP_EAGER_THRESHOLD", "49152");
+  std::array<std::atomic<std::uint64_t>, 2> answers{}, explorations{};
+  std::array<std::atomic<bool>, 2> done{};
+  run_thread_ranks(2, [&](ThreadRank& t) {
+    auto& e = t.engine;
+    const int me = t.world.rank(), peer = 1 - me;
+    std::vector<unsigned char> out(kBytes), in(kBytes);
+    for (int i = 0; i < kRoundTrips; ++i) {
+      std::fill(out.begin(), out.end(), static_cast<unsigned char>(i * 2 + me));
+      if (me == 0) {
+        e.wait(e.isend(t.world, Channel::user, out.data(), kBytes, 1, kTag, false));
+        e.wait(e.irecv(t.world, Channel::user, in.data(), kBytes, 1, kTag));
+      } else {
+        e.wait(e.irecv(t.world, Channel::user, in.data(), kBytes, 0, kTag));
+        e.wait(e.isend(t.world, Channel::user, out.data(), kBytes, 0, kTag, false));
+      }
+      const auto want = static_cast<unsigned char>(i * 2 + peer);
+      ASSERT_TRUE(std::all_of(in.begin(), in.end(), [&](unsigned char b) { return b == want; }))
+          << "rank " << me << ", round trip " << i;
+    }
+    const rmp::rt::Counters& c = t.ctx.counters();
+    answers[static_cast<std::size_t>(me)] = c.tune_answers;
+    explorations[static_cast<std::size_t>(me)] = c.tune_explorations;
+    done[static_cast<std::size_t>(me)] = true;
+    while (!done[static_cast<std::size_t>(peer)]) std::this_thread::yield();
+    if (me == 0) {
+      EXPECT_EQ(c.tune_answers, 0u);
+      EXPECT_GE(c.tune_explorations, 3u);
+    } else {
+      EXPECT_GE(c.tune_answers, 3u) << "at least rank 0's first burst of eager, answered";
+      EXPECT_GE(explorations[0].load(), 3u);
+    }
+    EXPECT_EQ(c.credit_stalls, 0u) << "rank " << me;
   });
 }

@@ -651,6 +651,47 @@ TEST(ProtocolTuner, PingPongPartners_ExploreApart_BothBackOffAfterOneBurst) {
   EXPECT_NE(bursts[0][0], bursts[1][0]);
 }
 
+// Two ranks' tuners in one ping-pong of 64 KiB that both start on rendezvous (eager_threshold
+// 49152), where a send's time one way depends on its protocol and on the one of the reply
+// before it: eager both ways 4.3 us, rendezvous both ways 4.6, a round trip of one of each
+// 11.5 (measured with the cores far apart: 4.3 and 4.6 us one way; eager sends among
+// rendezvous replies 1.14-1.35x the round trip). Judged each on its own, an explored eager send
+// meets a rendezvous reply and looks worse: both ranks stay on rendezvous. With rank 0 leading
+// and rank 1 answering its sends alone in kind (as the engine does from the messages' flag),
+// rank 0 judges eager both ways and moves, and the pair stays there.
+TEST(ProtocolTuner, PingPongPartners_FollowerAnswersInKind_ReachTheJointOptimum) {
+  auto run = [](bool answer_in_kind) {
+    p2p::ProtocolTuner t0(36, 49152, 262144, 0, {}, 0), t1(36, 49152, 262144, 0, {}, 1);
+    std::int64_t clock = 0;
+    int owed = -1;            // the answer rank 1 owes rank 0 (engine: Peer::answer)
+    bool last_eager = false;  // the protocol of the message before (the other direction's)
+    int late_eager = 0, answers = 0;
+    for (int i = 0; i < 1271; ++i) {
+      for (int r = 0; r < 2; ++r) {
+        p2p::ProtocolTuner& t = r == 0 ? t0 : t1;
+        const p2p::ProtocolTuner::Pick pick =
+            t.post(65536, clock, answer_in_kind && r == 1 ? owed : -1);
+        if (r == 0) owed = pick.alone ? int{pick.eager} : -1;
+        answers += pick.answered;
+        if (i >= 1000) late_eager += pick.eager;
+        const std::int64_t one_way =
+            pick.eager ? (last_eager ? 4300 : 6000) : (last_eager ? 5500 : 4600);
+        t.complete(true, clock + (pick.eager ? 1300 : one_way));
+        t.release();
+        clock += one_way;
+        last_eager = pick.eager;
+      }
+    }
+    return std::pair{late_eager, answers};
+  };
+  const auto [alone_eager, no_answers] = run(false);
+  EXPECT_EQ(no_answers, 0);
+  EXPECT_LT(alone_eager, 100) << "judged alone, rendezvous stays (of the last 2 x 271 sends)";
+  const auto [joint_eager, answers] = run(true);
+  EXPECT_GT(answers, 0);
+  EXPECT_GT(joint_eager, 2 * 271 - 60) << "answered in kind, both ranks end eager";
+}
+
 // The same completion times with the round trips the other way round: eager stays.
 TEST(ProtocolTuner, FasterEagerRoundTrip_StaysEager) {
   p2p::ProtocolTuner t(44, 65536);
