@@ -1150,7 +1150,8 @@ private:
   // chunks forced 0.88-0.955). (With ranks sharing cores the direct alltoall's and bcast's standing
   // changes with the size: 0.60-1.15 of the chunks' time from 16 KiB to 4 MiB.)
   // Where ranks have cores of their own the chunks are favoured: another path takes over only if
-  // more than 15 % faster. A burst of the chunks shows all they cost; one of the others does not.
+  // its rate beats theirs by more than 15 % (held, by 1.15 x 1.05 with the hysteresis: ~17 % less
+  // time). A burst of the chunks shows all they cost; one of the others does not.
   // Held, point-to-point's rendezvous buffers and the direct path's published ones go onto huge
   // pages from a block's 16th use (runtime/huge_pages.hpp: calls of 0.6-1.4 ms in traces of
   // point-to-point's calls, none with RMP_SHM_HUGEPAGES=0), and point-to-point's copy chooser

@@ -528,7 +528,7 @@ bool Engine::tune_pick(Peer& p, int world, std::size_t bytes) {
   // in kind (on_am): spent on this send, whether it answers or not.
   const auto bucket = static_cast<std::uint8_t>(rt::HillTuner::bucket_of(bytes));
   const int answer = p.answer >= 0 && p.answer_bucket == bucket ? p.answer : -1;
-  tune_answers_trial_ = answer >= 0 && p.answer_explored;
+  const bool answer_explored = answer >= 0 && p.answer_explored;
   if (answer >= 0) p.answer = -1;
   const p2p::ProtocolTuner::Pick pick = tuner_->post(bytes, now_ns, answer);
   rt::Counters& c = ctx_.counters();
@@ -538,7 +538,8 @@ bool Engine::tune_pick(Peer& p, int world, std::size_t bytes) {
   if (pick.eager && bytes > eager_threshold_) ++c.tune_eager_above;
   if (!pick.eager && bytes <= eager_threshold_) ++c.tune_rndv_below;
   tune_explored_ = pick.explore;
-  tune_answers_trial_ = tune_answers_trial_ && pick.answered;
+  // Its own pick or not, a send alone by the protocol of the peer's exploration answers it.
+  tune_answers_trial_ = answer_explored && pick.alone && pick.eager == (answer == 1);
   // The lower rank of a pair leads its protocol of sends alone (ProtocolTuner::post).
   tune_asks_answer_ = pick.alone && self_ < world;
   return pick.eager;
@@ -735,7 +736,7 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
     case Am::rts: {
       RtsHeader h{};
       if (!p2p::decode(header, h)) break;
-      p.credits += h.e.credits;
+      p.credits += h.e.credits & p2p::kCreditMask;
       note_answer(p, (h.flags & p2p::kRtsAnswerInKind) != 0, (h.flags & p2p::kRtsExplored) != 0,
                   false, static_cast<std::size_t>(h.size));
       MatchQueues& q = queues(h.e.ctx);

@@ -128,15 +128,18 @@ public:
     // A send alone whose protocol the bucket's tuner of sends alone picked (where this rank
     // leads the pair, its receiver answers it in kind), or that answered (`answer`).
     bool alone = false;
-    bool answered = false;  // it took `answer` instead of this tuner's pick, and goes unjudged
+    // It answered (`answer`) by another protocol than the bucket's current one (answers go
+    // unjudged and unexplored whatever their protocol).
+    bool answered = false;
   };
   // The protocol of a send of `bytes` (tunes(bytes)) posted at `now_ns`. complete() and
   // release() must follow for each.
   // `answer` (-1: none; 1 eager, 0 rendezvous): the protocol of the destination's last send to
   // this rank in this bucket, where the destination leads the pair's protocol (Engine: the
   // lower rank of the two) and that send was one alone that its tuner picked. A send alone
-  // answers it in kind, unjudged here, so that the leader's round trip holds its protocol both
-  // ways: a ping-pong's protocol is the two ranks' joint setting, and the leader alone tunes it.
+  // answers it in kind, neither judged nor counted as a use here (so never exploring), so that
+  // the leader's round trip holds its protocol both ways: a ping-pong's protocol is the two
+  // ranks' joint setting, and the leader alone tunes it.
   // Judged each on its own, an eager send among rendezvous replies took 1.14-1.35x the round
   // trip it was judged against where eager both ways ran faster than rendezvous both ways
   // (64 KiB, cores far apart: 4.3 against 4.6 us one way), and neither rank could leave
@@ -168,7 +171,13 @@ public:
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
       const bool cut = in_flight_ > 1;
-      const bool own = cut || times_own(b);  // this stream's (or send's) time is judged
+      const bool alone = !streamed_[b] && !cut && alone_.enabled(b);
+      // An answer in kind, this tuner's choice left alone: no use of the bucket counted (nor a
+      // burst begun: an exploration toward the leader would be judged on round trips of mixed
+      // protocols, and put one into the leader's), and nothing judged.
+      const bool answering = alone && answer >= 0;
+      const bool own = !answering && (cut || times_own(b));  // this stream's (or send's) time
+                                                             // is judged
       const std::int64_t now_ns = own || judges_last(b) ? now() : kUntimed;
       const bool alone_moved = !cut && judge_alone(b, now_ns);
       // The stream before this one: the part of a stream this post cuts, or the last one.
@@ -178,11 +187,11 @@ public:
       }
       const bool moved = judge_stream(cut ? s_ : last_, b, now_ns);
       last_.judged = false;
-      const bool beyond_credit = credit_bytes_ > 0 && stream_bytes_[b] > credit_bytes_ &&
-                                 stream_.current(b)[0] == kRndv;
-      const bool alone = !streamed_[b] && !cut && alone_.enabled(b);
+      const bool beyond_credit =
+          credit_bytes_ > 0 && stream_bytes_[b] > credit_bytes_ && stream_.current(b)[0] == kRndv;
       rt::HillTuner::Choice c =
-          streamed_[b]        ? (beyond_credit ? rt::HillTuner::Choice{stream_.current(b), false}
+          answering           ? rt::HillTuner::Choice{setting(answer == kEager), false}
+          : streamed_[b]      ? (beyond_credit ? rt::HillTuner::Choice{stream_.current(b), false}
                                                : stream_.choose(b))
           : alone_.enabled(b) ? alone_.choose(b)
                               : rt::HillTuner::Choice{setting(bytes <= eager_threshold_), false};
@@ -190,25 +199,19 @@ public:
         stream_.reject(b);
         c = {stream_.current(b), false};
       }
-      // An answer in kind, never judged here: in place of this tuner's exploration too (an
-      // exploration toward the leader would be judged on round trips of mixed protocols, and
-      // put one into the leader's). A burst whose uses all went to answers stays unjudged: its
-      // candidate waits for a send alone that is no answer.
-      const bool answered =
-          alone && answer >= 0 && (c.explore || (answer == kEager) != (c.setting[0] == kEager));
-      if (answered) c = {setting(answer == kEager), false};
       s_ = {.bucket = b,
             .eager = c.setting[0] == kEager,
             .explore = c.explore,
-            .judged = own && !answered,
-            .answered = answered,
+            .judged = own,
+            .answered = answering,
             .cut = cut,
-            .untimed = !own && !cut && !answered,
+            .untimed = !own && !cut && !answering,
             .sends = 1,
             .bytes = bytes,
             .posted_ns = now_ns,
             .done_ns = now_ns};
-      return {s_.eager, s_.explore, moved || alone_moved, alone, answered};
+      return {s_.eager, s_.explore, moved || alone_moved, alone,
+              answering && c.setting != alone_.current(b)};
     }
     ++s_.sends;
     if (b != s_.bucket) {
@@ -280,8 +283,7 @@ public:
     last_.judged = false;
     alone_last_ = s_;
     alone_last_.judged = s_.judged && s_.honoured && !s_.cut && s_.bytes > 0;
-    // An answer is not this tuner's use to skip: its setting may be the candidate of a burst
-    // whose judgement is pending (HillTuner::skip would count it there).
+    // An answer is no use of this tuner's (post) to skip.
     alone_fresh_ = !s_.answered;
   }
 
@@ -330,7 +332,7 @@ private:
     bool eager = false, explore = false;
     bool judged = true;    // one bucket and one setting throughout, its first post timed
     bool honoured = true;  // every pick went by the protocol picked
-    bool answered = false;  // a send alone that answered the peer's exploration in kind
+    bool answered = false;  // a send alone that answered the pair's leader in kind
     bool cut = false;      // the rest of a stream cut after kSegment sends
     bool untimed = false;  // its first post was not timed, and no other is yet
     std::uint32_t sends = 0;

@@ -22,7 +22,7 @@ enum class Am : rt::AmId {
 // Every header starts with the eager-buffer bytes the sender returns to the receiver.
 struct EagerHeader {
   std::uint32_t credits;  // bytes of eager buffer returned (piggybacked; kCreditMask), and
-                          // kEagerAnswerInKind
+                          // the flags kEagerAnswerInKind and kEagerExplored
   std::uint32_t ctx;      // communicator context (channel)
   std::int32_t tag;
   std::int32_t src;  // sender's rank in the communicator
@@ -54,8 +54,9 @@ inline constexpr std::uint32_t kRtsExplored = 1;
 inline constexpr std::uint32_t kRtsAnswerInKind = 2;
 inline constexpr std::uint32_t kEagerAnswerInKind = 1u << 31;
 // eager, with kEagerAnswerInKind: the sender's tuner is trying eager out on this send (as
-// kRtsExplored says of an rts), and an answering rendezvous send is part of that trial: it says
-// kRtsExplored too, and its get is settled.
+// kRtsExplored says of an rts). The answer is eager too; where it goes by rendezvous all the
+// same (the receiver short of eager credit) it is part of that trial: its rts says kRtsExplored,
+// and its get is settled.
 inline constexpr std::uint32_t kEagerExplored = 1u << 30;
 inline constexpr std::uint32_t kCreditMask = kEagerExplored - 1;
 struct AckHeader {

@@ -74,8 +74,9 @@ struct Counters {
   // RMP_TUNE=adaptive (runtime/tuner.hpp): its decisions.
   std::uint64_t tune_explorations = 0;    // messages or gets sent with a neighbouring setting
   std::uint64_t tune_moves = 0;           // times a size bucket moved to a faster setting
-  std::uint64_t tune_answers = 0;         // sends alone that answered a peer's exploration
-                                          // in kind (p2p/protocol_tuner.hpp)
+  std::uint64_t tune_answers = 0;         // sends alone that answered the pair's leader in
+                                          // kind, by another protocol than their bucket's
+                                          // current one (p2p/protocol_tuner.hpp)
   std::uint64_t tune_eager_above = 0;     // eager sends larger than eager_threshold
   std::uint64_t tune_rndv_below = 0;      // rendezvous sends not larger than eager_threshold
   std::uint64_t tune_gets_retuned = 0;    // chunked gets with another chunk size or depth

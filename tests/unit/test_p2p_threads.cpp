@@ -637,6 +637,8 @@ TEST(P2pThreads, ExploredSendsAlone_AnsweredInKind) {
     auto& e = t.engine;
     const int me = t.world.rank(), peer = 1 - me;
     std::vector<unsigned char> out(kBytes), in(kBytes);
+    const std::size_t grant = e.credits_to(peer);  // nothing sent yet: the whole grant
+    const std::uint64_t eager_before = t.ctx.counters().msgs_eager;
     for (int i = 0; i < kRoundTrips; ++i) {
       std::fill(out.begin(), out.end(), static_cast<unsigned char>(i * 2 + me));
       if (me == 0) {
@@ -660,8 +662,11 @@ TEST(P2pThreads, ExploredSendsAlone_AnsweredInKind) {
       EXPECT_GE(c.tune_explorations, 3u);
     } else {
       EXPECT_GE(c.tune_answers, 3u) << "at least rank 0's first burst of eager, answered";
+      EXPECT_GE(c.msgs_eager - eager_before, 3u) << "answers went eager";
       EXPECT_GE(explorations[0].load(), 3u);
     }
     EXPECT_EQ(c.credit_stalls, 0u) << "rank " << me;
+    // The flags beside the credit count never counted as credit.
+    EXPECT_LE(e.credits_to(peer), grant) << "rank " << me;
   });
 }

@@ -692,6 +692,39 @@ TEST(ProtocolTuner, PingPongPartners_FollowerAnswersInKind_ReachTheJointOptimum)
   EXPECT_GT(joint_eager, 2 * 271 - 60) << "answered in kind, both ranks end eager";
 }
 
+// A follower's answers leave its own tuner as it was: no use counted, no burst begun, nothing
+// judged. After 300 answers its bucket, on rendezvous, explores and moves as one that never
+// answered does, where eager round trips take half the time.
+TEST(ProtocolTuner, Answers_LeaveTheFollowersTunerUntouched) {
+  std::int64_t clock = 0;
+  auto one_way = [](bool eager) -> std::int64_t { return eager ? 3000 : 6000; };
+  auto sends_to_move = [&](bool answer_first) {
+    p2p::ProtocolTuner t(36, 49152, 262144, 0, {}, 1);
+    if (answer_first) {
+      for (int i = 0; i < 300; ++i) {
+        const p2p::ProtocolTuner::Pick p = t.post(65536, clock, i % 2);  // eager, rendezvous...
+        EXPECT_EQ(p.eager, i % 2 == 1);
+        EXPECT_FALSE(p.explore);
+        EXPECT_EQ(p.answered, i % 2 == 1) << "counted where not the current protocol";
+        t.complete(true, clock + 1000);
+        t.release();
+        clock += 2 * one_way(p.eager);
+      }
+    }
+    for (int i = 0; i < 2000; ++i) {
+      const p2p::ProtocolTuner::Pick p = t.post(65536, clock);
+      if (p.moved) return i;
+      t.complete(true, clock + 1000);
+      t.release();
+      clock += 2 * one_way(p.eager);
+    }
+    return -1;
+  };
+  const int fresh = sends_to_move(false);
+  ASSERT_GT(fresh, 0);
+  EXPECT_EQ(sends_to_move(true), fresh);
+}
+
 // The same completion times with the round trips the other way round: eager stays.
 TEST(ProtocolTuner, FasterEagerRoundTrip_StaysEager) {
   p2p::ProtocolTuner t(44, 65536);
