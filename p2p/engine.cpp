@@ -270,9 +270,21 @@ Engine::Release Engine::release_context(std::uint32_t base) {
   return Release::free;
 }
 
+// The tuner's flags of a send's header (p2p/wire.hpp), from the last tune_pick(): eager (in the
+// credit word) and rendezvous (the rts flags). An answer to the peer's exploration is part of
+// that trial: its get is settled too.
 [[gnu::always_inline]] inline std::uint32_t Engine::answer_flags() const {
   return tune_asks_answer_ ? p2p::kEagerAnswerInKind | (tune_explored_ ? p2p::kEagerExplored : 0)
                            : 0;
+}
+inline std::uint32_t Engine::rts_tune_flags() const {
+  return (tune_explored_ || tune_answers_trial_ ? p2p::kRtsExplored : 0u) |
+         (tune_asks_answer_ ? p2p::kRtsAnswerInKind : 0u);
+}
+
+// The size bucket an answer in kind is owed for (Peer::answer_bucket).
+static std::uint8_t answer_bucket_of(std::size_t bytes) {
+  return static_cast<std::uint8_t>(rt::HillTuner::bucket_of(bytes));
 }
 
 std::uint32_t Engine::take_owed(Peer& p) {
@@ -436,11 +448,9 @@ RequestState* Engine::isend_as(const CommImpl& comm, p2p::Channel ch, const void
   r->key = ep.transport().register_memory(region);
   r->registered = true;
   e.credits = take_owed(p);
-  // An answer to the peer's exploration is part of that trial: its get is settled too.
   RtsHeader h{e,
               bytes,
-              (r->tuned && (tune_explored_ || tune_answers_trial_) ? p2p::kRtsExplored : 0u) |
-                  (r->tuned && tune_asks_answer_ ? p2p::kRtsAnswerInKind : 0u),
+              r->tuned ? rts_tune_flags() : 0u,
               reinterpret_cast<std::uint64_t>(r),
               reinterpret_cast<std::uint64_t>(buf),
               r->key};
@@ -526,7 +536,7 @@ void Engine::send_ack(int world, Am am, std::uint64_t sid, std::uint32_t flags) 
 bool Engine::tune_pick(Peer& p, int world, std::size_t bytes) {
   // The peer leads the pair's protocol and its last message of this bucket asked for an answer
   // in kind (on_am): spent on this send, whether it answers or not.
-  const auto bucket = static_cast<std::uint8_t>(rt::HillTuner::bucket_of(bytes));
+  const std::uint8_t bucket = answer_bucket_of(bytes);
   const int answer = p.answer >= 0 && p.answer_bucket == bucket ? p.answer : -1;
   const bool answer_explored = answer >= 0 && p.answer_explored;
   if (answer >= 0) p.answer = -1;
@@ -551,7 +561,7 @@ bool Engine::tune_pick(Peer& p, int world, std::size_t bytes) {
 [[gnu::always_inline]] inline void Engine::note_answer(Peer& p, bool asks, bool explored,
                                                        bool eager, std::size_t bytes) {
   if (!asks && p.answer < 0) return;
-  const auto bucket = static_cast<std::uint8_t>(rt::HillTuner::bucket_of(bytes));
+  const std::uint8_t bucket = answer_bucket_of(bytes);
   if (asks) {
     p.answer = eager ? 1 : 0;
     p.answer_bucket = bucket;

@@ -358,8 +358,10 @@ private:
   // The tuner's protocol for a send of `bytes` to peer p, world rank `world` (eager?).
   bool tune_pick(Peer& p, int world, std::size_t bytes);
   inline void note_answer(Peer& p, bool asks, bool explored, bool eager, std::size_t bytes);
-  // The answer flags of an eager header (p2p/wire.hpp) for the send of the last tune_pick().
+  // The tuner's flags of an eager header and of an rts (p2p/wire.hpp) for the send of the last
+  // tune_pick().
   inline std::uint32_t answer_flags() const;
+  inline std::uint32_t rts_tune_flags() const;
   // isend whose tuned protocol send() already picked (`picked`: 1 eager, 0 rendezvous), or
   // that picks it (-1).
   RequestState* isend_as(const CommImpl& comm, p2p::Channel ch, const void* buf, std::size_t bytes,
