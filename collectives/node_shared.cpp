@@ -30,6 +30,11 @@
 #include "runtime/spin.hpp"
 
 namespace rmp::coll {
+
+std::size_t direct_call_bytes(const rt::Params& p) {
+  return static_cast<std::size_t>(p.rndv_setup_us * 1e-6 * p.get_bw);
+}
+
 namespace {
 
 constexpr std::size_t kLine = 64;
@@ -67,15 +72,13 @@ constexpr std::size_t kSmallStride =
     4096 + 2 * kMaxBytes + kBcastSlots * kBcastSlot + kReduceSlots * kReduceSlot;
 // Then the lines of the direct paths: a rank's pid, the address of a word of its memory
 // for the probe (NodeShared::probe_direct), the probe's outcome, where its input is, where its
-// result goes (shm_allreduce_direct; the root of shm_reduce_direct: its scratch space), and
-// the counts of the pushed direct reduce (blocks pushed; at the root, blocks combined) and the
-// last round in which its push failed.
+// result goes (shm_allreduce_direct, the root of shm_reduce_direct), and the last round in
+// which it could not deliver its part into another rank's memory.
 // Rank 0's cleared line counts the times its segment was cleared for a new communicator
 // (NodeShared::reuse); the clear keeps it and the pid lines.
 // Then the record of the rank's current call (CallScope, RecordLine).
 constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSourceLine = 12,
-                      kResultLine = 13, kPushedLine = 14, kConsumedLine = 15, kPushFailedLine = 16,
-                      kClearedLine = 17, kRecordLine = 18;
+                      kResultLine = 13, kPushFailedLine = 14, kClearedLine = 15, kRecordLine = 16;
 static_assert((kRecordLine + 1) * sizeof(FlagLine) <= 4096);
 
 // Call tags (CallSig): 16 bits of a hash of what the call was called with. A flag line's word
@@ -114,6 +117,17 @@ std::size_t chunk_bytes(const rt::Params& p) {
 constexpr std::size_t kMaxChunks = 16;
 std::size_t chunk_count(const rt::Params& p) {
   return std::clamp<std::size_t>(p.pipeline_depth, 2, kMaxChunks);
+}
+// Blocks of the direct allreduce and reduce. Every block a rank reads from or writes into
+// another rank's memory is a cross-memory-attach call: a block is long enough that its fixed
+// cost stays under an eighth of its copy at get_bw (direct_call_bytes), and at least a quarter
+// chunk (then its three scratch blocks and the result block take the cache one chunk of the
+// chunked paths takes), at most 1 MiB (scratch of 4 MiB a rank). Two ranks, doubles, reduce
+// of 4 MiB (medians of interleaved runs): 32 KiB blocks (a quarter chunk, as before) 1941 us
+// far, 583 near; 512 KiB 269-313 far, 270-316 near (OpenMPI 384-406 far, 391-425 near).
+std::size_t direct_block_bytes(const rt::Params& p) {
+  const std::size_t b = std::max(chunk_bytes(p) / 4, 8 * direct_call_bytes(p));
+  return std::min(b, std::size_t(1) << 20) / kLine * kLine;
 }
 // A round's tag is written again kRoundTags rounds later, once every rank is done with it
 // (wait_chunk_free waits for that nchunks rounds later).
@@ -261,10 +275,11 @@ public:
   // this one runs. `p2p_paths`: calls may take point-to-point instead of the node-shared path, as
   // measured (PathChoice: not when ranks share cores).
   NodeShared(std::unique_ptr<rt::NodeSegment> seg, std::size_t chunk, std::size_t nchunks,
-             unsigned store_modes, bool track_cpus, bool p2p_paths)
+             std::size_t direct_block, unsigned store_modes, bool track_cpus, bool p2p_paths)
       : seg_(std::move(seg)),
         chunk_(chunk),
         nchunks_(nchunks),
+        direct_block_(direct_block),
         stride_(kSmallStride + nchunks * chunk),
         track_cpus_(track_cpus) {
     // A burst of 2 calls in about 64 (after 32 to 95) re-measures the other kind of store:
@@ -619,16 +634,6 @@ public:
     throw Error(Errc::transport, "collectives: cross-memory attach with rank " +
                                      std::to_string(rank) + " failed: " + std::strerror(err));
   }
-  // The direct reduce's pipeline: a non-root's count of blocks pushed into the root's
-  // scratch, the root's count of blocks combined (both counted on from call to call).
-  void set_pushed(const CommImpl& c, std::uint64_t v) { set_line(c, kPushedLine, v); }
-  // The count of the first block of a pushed reduce of `blocks` blocks (counted alike on
-  // every rank).
-  std::uint64_t next_pushes(std::uint64_t blocks) {
-    const std::uint64_t first = pushes_;
-    pushes_ += blocks;
-    return first;
-  }
   // The round of the last direct call in which this rank could not write (or read) its part
   // into another rank's memory: a direct reduce's non-root, a split bcast's root.
   void set_push_failed(const CommImpl& c, std::uint64_t round) {
@@ -636,16 +641,6 @@ public:
   }
   std::uint64_t push_failed(int rank) {
     return line(rank, kPushFailedLine).gen.load(std::memory_order_acquire);
-  }
-  void wait_pushed(const CommImpl& c, std::uint64_t v) {
-    wait_all(
-        c, [this](int q) -> std::atomic<std::uint64_t>& { return line(q, kPushedLine).gen; }, v);
-  }
-  void set_consumed(const CommImpl& c, std::uint64_t v) { set_line(c, kConsumedLine, v); }
-  void wait_consumed(const CommImpl& c, int root, std::uint64_t v) {
-    wait_one(
-        c, [this](int q) -> std::atomic<std::uint64_t>& { return line(q, kConsumedLine).gen; },
-        root, v);
   }
   // This rank's scratch space for the direct paths, at least `bytes` of it.
   std::byte* scratch(std::size_t bytes) {
@@ -830,7 +825,7 @@ private:
   }
   // reuse(): the counts of the calls of the communicator before go.
   void restart() {
-    gen_ = round_ = small_bcast_ = small_reduce_ = pushes_ = calls_ = 0;
+    gen_ = round_ = small_bcast_ = small_reduce_ = calls_ = 0;
     cur_ = Record{};
     tag_ = tag_of(cur_);
     out_of_step_ = false;
@@ -1095,13 +1090,9 @@ private:
   StoreChoice& choice(Use u) { return store_choice_[static_cast<std::size_t>(u)]; }
 
   std::unique_ptr<rt::NodeSegment> seg_;
-  std::size_t chunk_, nchunks_, stride_;
-  // Blocks of the direct allreduce and reduce: a quarter of a chunk, so that their three
-  // scratch blocks (scratch_) and the result block take the cache one chunk of the chunked
-  // paths takes.
-  std::size_t direct_block_ = std::max<std::size_t>(chunk_ / 4, kLine);
+  std::size_t chunk_, nchunks_, direct_block_, stride_;  // direct_block_bytes
   bool track_cpus_;
-  std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0, pushes_ = 0;
+  std::uint64_t gen_ = 0, round_ = 0, small_bcast_ = 0, small_reduce_ = 0;
   std::uint64_t calls_ = 0;           // begun on this state (begin_call): the records' call numbers
   Record cur_;                        // of this rank's current call
   std::uint16_t tag_ = tag_of(cur_);  // its tag
@@ -1149,9 +1140,10 @@ private:
   // far, 6 interleaved rounds, 64 KiB - 16 MiB: 0.92-0.96 of the time before with this pace, the
   // chunks forced 0.88-0.955). (With ranks sharing cores the direct alltoall's and bcast's standing
   // changes with the size: 0.60-1.15 of the chunks' time from 16 KiB to 4 MiB.)
-  // Where ranks have cores of their own the chunks are favoured: another path takes over only if
-  // its rate beats theirs by more than 15 % (held, by 1.15 x 1.05 with the hysteresis: ~17 % less
-  // time). A burst of the chunks shows all they cost; one of the others does not.
+  // Where ranks have cores of their own and point-to-point is among the paths, the chunks are
+  // favoured: another path takes over only if its rate beats theirs by more than 15 % (held, by
+  // 1.15 x 1.05 with the hysteresis: ~17 % less time). A burst of the chunks shows all they
+  // cost; one of point-to-point does not.
   // Held, point-to-point's rendezvous buffers and the direct path's published ones go onto huge
   // pages from a block's 16th use (runtime/huge_pages.hpp: calls of 0.6-1.4 ms in traces of
   // point-to-point's calls, none with RMP_SHM_HUGEPAGES=0), and point-to-point's copy chooser
@@ -1163,10 +1155,13 @@ private:
   // rounds: favoured 54-65 us in every round; without, 55-60 in six and 100 and 122 in two.
   // Allgather, alltoall and reduce of 64 KiB - 4 MiB took 0.97-1.04 of the time without it near
   // (medians of 8 rounds) and 0.90-1.12 far, noise: far the paths taken are the same.
+  // Between the chunks and the direct path alone (an allreduce, a floating reduce) nothing is
+  // favoured: the direct reduce of 128 KiB, 2 ranks near, ran at 12.7-13.0 us against the
+  // chunks' 14.5-15.2 (OpenMPI 12.4), and the favour held the chunks.
   PathTimes::Pace path_pace(unsigned enabled) const {
     const bool nodeshared_only = own_cores_ && !(enabled >> kP2pPath & 1);
     const bool favour_chunks =
-        own_cores_ && (enabled >> kShmPath & 1) != 0 && std::popcount(enabled) > 1;
+        own_cores_ && (enabled >> kShmPath & 1) != 0 && (enabled >> kP2pPath & 1) != 0;
     return {.period = 64,
             .burst = 4,
             .favour = favour_chunks ? kShmPath : -1,
@@ -1453,9 +1448,9 @@ NodeShared* node_shared(const CommImpl& c) {
   // Whether ranks have cores of their own: rank 0's judgement, as every collective's shape
   // (with each rank's own, ranks launched with different core counts could take different
   // paths and wait for each other for ever).
-  auto fresh = std::make_unique<NodeShared>(std::move(seg), chunk, nchunks, store_modes,
-                                            ctx.params().wait_mode != rt::WaitMode::poll,
-                                            ctx.coll_ranks_per_core() <= 1);
+  auto fresh = std::make_unique<NodeShared>(
+      std::move(seg), chunk, nchunks, direct_block_bytes(ctx.coll_params()), store_modes,
+      ctx.params().wait_mode != rt::WaitMode::poll, ctx.coll_ranks_per_core() <= 1);
   rt::count_shared(e.context().counters().coll_segments, 1);
   fresh->probe_direct(c, ctx.settings().shm_cma);
   fresh->set_huge_pages(c.engine().context().huge_pages());
@@ -1486,11 +1481,20 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   // interleaved runs against the chunks and the choice from eager_threshold: 8 KiB 0.66
   // against 1.08 of OpenMPI's time, 16 KiB 0.81 against 1.93). Not the others: a bcast with
   // chunks, a reduce or an allreduce of 8 KiB took 1.1-1.25 of the time, the announcement and
-  // the tries of the slower paths costing more than the choice won.
+  // the tries of the slower paths costing more than the choice won. An allreduce or a floating
+  // reduce, which choose between the chunks and the direct path alone, above direct_call_bytes,
+  // where the direct path's copy outweighs its calls' cost (2 ranks near, both forced, reduce:
+  // 32 KiB 4.4-4.5 us direct against 4.1-4.2 through the chunks, 48 KiB 5.8-6.4 against
+  // 4.4-6.0, 64 KiB 7.0-7.1 against 8.0-8.3; far, 16 KiB 3.8 against 4.9, 64 KiB 7.5-7.7
+  // against 17.5-19). From eager_threshold, as before, the choice came and went with its
+  // calibration (30-68 KB here): a far 64 KiB reduce took the chunks' 19 us in some runs.
+  const rt::Params& p = ctx.coll_params();
   const bool from_small = ns->own_cores() && (k == Coll::allgather || k == Coll::allgatherv ||
                                               k == Coll::alltoall || !chunks);
-  const std::size_t least =
-      from_small ? kMaxBytes : std::max(ctx.coll_params().eager_threshold, kMaxBytes);
+  const bool p2p_among = ns->paths(index_) >> NodeShared::kP2pPath & 1;
+  const std::size_t least = from_small  ? kMaxBytes
+                            : p2p_among ? std::max(p.eager_threshold, kMaxBytes)
+                                        : std::max(direct_call_bytes(p), kMaxBytes);
   if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || forced(k, c) >= 0) return;
   if (c.rank() == decider) {
     t0_ = std::chrono::steady_clock::now();
@@ -1992,8 +1996,7 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
   // extra wait and copy made it slower (1.57 against 1.03 us, 1.85 against 1.30).
   const rt::Params& p = c.engine().context().coll_params();  // rank 0's: all split alike
   const std::size_t share = even_offset(bytes / kLine, n, 1) * kLine;
-  if (ns.own_cores() && share > 0 &&
-      static_cast<double>(share) >= p.rndv_setup_us * 1e-6 * p.get_bw) {
+  if (ns.own_cores() && share > 0 && share >= direct_call_bytes(p)) {
     ns.wait_chunk_free(c, round);
     if (c.rank() == root) {
       ns.set_source(c, buf, bytes);
@@ -2124,54 +2127,44 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
                        std::size_t count, std::size_t esize, Type t, Op op, int root) {
   if (!ns.direct_ok() || count * esize <= kMaxBytes)
     return shm_reduce(c, ns, in, out, count, esize, t, op, root);
-  // One round, the vector in blocks of a quarter chunk, combined in rank order (the same bits
-  // as shm_reduce). A vector of one block is pulled: the root reads every other rank's input
-  // with cross-memory attach and combines it, one call per rank, and the others leave once
-  // it has. Up to 4 × depth blocks, or with ranks sharing cores, it is sliced as the direct
-  // allreduce is: rank q reads slice q of every input, combines it and writes it into the
-  // root's output, so that every core reads and combines a share. A longer vector with cores
-  // of their own is pushed: every other rank writes its blocks into the root's scratch space
-  // (`depth` slots each) while the root combines the blocks before, so that reading and
-  // combining run on different cores.
+  // One round, the vector in blocks (direct_block_bytes), combined in rank order (the same
+  // bits as shm_reduce). A vector of one block is pulled: the root reads every other rank's
+  // input with cross-memory attach and combines it, one call per rank, and the others leave
+  // once it has. A longer one is sliced as the direct allreduce is: rank q reads slice q of
+  // every input, combines it and writes it into the root's output, so that every core reads
+  // and combines a share.
   // Slices cost a second call and a wait per rank: at 16 and 64 KiB (one block) they ran at
   // 1.17 and 1.09 of the pulled time (2 ranks, 6 interleaved runs; 3.81 against 4.34 us,
-  // 9.50 against 10.45), while at 256 KiB and up they won.
-  // Two ranks, doubles, medians of interleaved runs (6-8, near): sliced against the root
-  // pulling every other rank's input, as it did before, 256 KiB 22.5 against 29.8 us, 1 MiB
-  // 107 against 132 (then pushed); sliced against pushed, 1 MiB 116 against 136, 2 MiB 300
-  // against 292, 4 MiB 626 against 577, 16 MiB 2.92 ms against 2.37. Four ranks on two
-  // cores (forced): sliced against pulled 64 KiB 21.7 against 26.3 us, 1 MiB 300 against 585,
-  // 4 MiB 1184 against 2293. (The push is not for ranks sharing cores: a pusher waits for the
-  // root alone, and kept its core while the root waited for a rank queued behind it.)
+  // 9.50 against 10.45). Four ranks on two cores (forced): sliced against pulled 64 KiB 21.7
+  // against 26.3 us, 1 MiB 300 against 585, 4 MiB 1184 against 2293.
+  // Long vectors were once pushed where ranks have cores of their own (every other rank
+  // wrote its blocks into the root's scratch while the root combined the blocks before):
+  // with blocks long enough for the calls' fixed cost, slicing beat it at every size, and the
+  // push wrote into lines the root had just read, which far apart cost twice the chunks'
+  // time. Two ranks, doubles, medians of interleaved runs (512 KiB blocks; near / far):
+  // sliced 4 MiB 316 / 313 us, pushed 318 / 269; 16 MiB sliced 2190 far, pushed 6961.
   const int n = c.size(), r = c.rank();
   const auto* src = static_cast<const std::byte*>(in ? in : out);
   auto* dst = static_cast<std::byte*>(out);
   const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
-  const std::size_t depth = std::clamp<std::size_t>(ns.chunks(), 2, 4);
-  const std::size_t blocks = (count + per - 1) / per;
-  const bool push = blocks > 4 * depth && ns.own_cores();
-  const bool pull = blocks == 1;
-  // Pulled with up to 8 ranks (scratch of a block per rank, at most 1 MiB by default): the
-  // root reads every other input before it combines any, and says so, so that the others
-  // leave once their input is read rather than once it is combined too. 2 ranks, 6
-  // interleaved runs: 16 / 64 / 128 KiB 3.21 / 7.27 / 11.99 us a call (the ranks' mean, as
-  // OSU times it) against 3.41 / 8.12 / 14.28 reading and combining in turn.
+  const bool pull = count <= per;
+  // Pulled with up to 8 ranks (scratch of a block per rank): the root reads every other input
+  // before it combines any, and says so, so that the others leave once their input is read
+  // rather than once it is combined too. 2 ranks, 6 interleaved runs: 16 / 64 / 128 KiB
+  // 3.21 / 7.27 / 11.99 us a call (the ranks' mean, as OSU times it) against 3.41 / 8.12 /
+  // 14.28 reading and combining in turn.
   const bool read_first = pull && n <= 8;
-  // Scratch blocks, taken before anything is published. At the root: pushed, `depth` slots
-  // for each other rank and one aside; pulled reading first, one per rank; else three for
-  // combine_direct and one more. Elsewhere only a slice's: three and one for the result.
-  const auto un = static_cast<std::size_t>(n);
-  const std::size_t scratch = r == root      ? (push         ? (un - 1) * depth + 1
-                                                : read_first ? un
-                                                             : 4)
-                              : push || pull ? 0
-                                             : 4;
+  // Scratch blocks, taken before anything is published. At the root: pulled reading first,
+  // one per rank; else three for combine_direct and one more. Elsewhere only a slice's: three
+  // and one for the result.
+  const std::size_t scratch = r == root && read_first ? static_cast<std::size_t>(n)
+                              : r == root || !pull    ? 4
+                                                      : 0;
   std::byte* tmp = scratch ? ns.scratch(scratch * block) : nullptr;
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
-  if (!push) ns.set_source(c, src, count * esize);  // every rank reads its slice of it
-  if (r == root)                                    // the others write into it
-    ns.set_result(c, push ? tmp : dst, push ? scratch * block : count * esize);
+  ns.set_source(c, src, count * esize);  // the root, or every rank, reads its slice of it
+  if (r == root) ns.set_result(c, dst, count * esize);  // the others write into it
   ns.set_mark(c, NodeShared::mark(round, 1));
   // Every rank waits for all to publish, the others too: with ranks sharing cores a rank
   // waiting for the root alone kept its core while the root waited for a rank queued behind
@@ -2202,66 +2195,21 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     ns.direct_done();
     return;
   }
-  if (!push) {
-    // In place, slice q of the root's output is read by rank q alone, before rank q writes
-    // it. A rank whose write failed says so in its failure line; the root throws.
-    std::byte* into = r == root ? dst : ns.result(root);
-    const std::size_t end = even_offset(count, n, r + 1);
-    for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
-      const std::size_t cnt = std::min(per, end - first), pos = first * esize;
-      std::byte* acc = r == root ? dst + pos : tmp + 3 * block;
-      combine_direct(ns, n, r, in ? src : nullptr, pos, cnt, esize, t, op, tmp, block, acc);
-      if (r != root) ns.write_direct(root, acc, into + pos, cnt * esize);
-    }
-    if (r != root && ns.direct_failed()) ns.set_push_failed(c, round);
-    ns.set_mark(c, NodeShared::mark(round, 3));
-    ns.wait_mark(c, NodeShared::mark(round, 3));  // all slices are in, nobody reads an input
-    ns.direct_done();  // this rank's own failure first (and cleared for the next call)
-    if (r == root) throw_if_push_failed(ns, n, round, "reduce");
-    return;
+  // In place, slice q of the root's output is read by rank q alone, before rank q writes it.
+  // A rank whose write failed says so in its failure line; the root throws.
+  std::byte* into = r == root ? dst : ns.result(root);
+  const std::size_t end = even_offset(count, n, r + 1);
+  for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
+    const std::size_t cnt = std::min(per, end - first), pos = first * esize;
+    std::byte* acc = r == root ? dst + pos : tmp + 3 * block;
+    combine_direct(ns, n, r, in ? src : nullptr, pos, cnt, esize, t, op, tmp, block, acc);
+    if (r != root) ns.write_direct(root, acc, into + pos, cnt * esize);
   }
-  // Pushed. The counts go on from call to call (every rank counts the blocks of every pushed
-  // reduce alike), so every wait is for "at least". A rank whose write failed says so in its
-  // failure line (the round) and pushes nothing more.
-  const std::uint64_t base = ns.next_pushes(blocks);
-  auto key = [&](std::uint64_t b) { return base + b; };
-  auto slot = [&](std::byte* area, int q, std::size_t b) {  // q != root
-    const auto i = static_cast<std::size_t>(q - (q > root));
-    return area + (i * depth + b % depth) * block;
-  };
-  if (r != root) {
-    std::byte* area = ns.result(root);
-    for (std::size_t b = 0; b < blocks; ++b) {
-      if (b >= depth) ns.wait_consumed(c, root, key(b - depth + 1));  // its slot is free
-      const std::size_t first = b * per, len = std::min(per, count - first) * esize;
-      ns.write_direct(root, src + first * esize, slot(area, r, b), len);
-      if (ns.direct_failed()) {  // the root throws once it has done its part
-        ns.set_push_failed(c, round);
-        ns.set_pushed(c, key(blocks));
-        break;
-      }
-      ns.set_pushed(c, key(b + 1));
-    }
-    // Its input is in the root's memory now: nothing to wait for.
-    ns.set_mark(c, NodeShared::mark(round, 3));
-    ns.direct_done();
-    return;
-  }
-  ns.set_pushed(c, key(blocks));  // its own part needs no push
-  std::byte* aside = tmp + static_cast<std::size_t>(n - 1) * depth * block;
-  for (std::size_t b = 0; b < blocks; ++b) {
-    ns.wait_pushed(c, key(b + 1));
-    const std::size_t first = b * per, cnt = std::min(per, count - first), pos = first * esize;
-    std::byte* acc = dst + pos;
-    const std::byte* own =
-        in ? src + pos : static_cast<const std::byte*>(std::memcpy(aside, acc, cnt * esize));
-    auto part = [&](int q) -> const std::byte* { return q == r ? own : slot(tmp, q, b); };
-    reduce_into(op, t, part(0), part(1), acc, cnt);
-    for (int q = 2; q < n; ++q) reduce_apply(op, t, part(q), acc, cnt);
-    ns.set_consumed(c, key(b + 1));
-  }
+  if (r != root && ns.direct_failed()) ns.set_push_failed(c, round);
   ns.set_mark(c, NodeShared::mark(round, 3));
-  throw_if_push_failed(ns, n, round, "reduce");
+  ns.wait_mark(c, NodeShared::mark(round, 3));  // all slices are in, nobody reads an input
+  ns.direct_done();  // this rank's own failure first (and cleared for the next call)
+  if (r == root) throw_if_push_failed(ns, n, round, "reduce");
 }
 
 void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,

@@ -51,6 +51,13 @@ private:
   std::uint64_t id_ = 0;
   std::shared_ptr<NodeShared> ns_;  // back to the pool when released (node_shared.cpp: pooled)
 };
+// The bytes a copy at get_bw moves in the time a cross-memory-attach call costs before it
+// copies anything (the calibrated rndv_setup_us: 1.6 us here, 44 KB at 27 GB/s; a single
+// 32 KiB read took 4.3 us in all, 4 MiB in 32 KiB reads 553 us against 381 in 1 MiB ones).
+// Below it a direct path's calls cost more than the copies they spare; the direct paths cut
+// their work to fit it. From rank 0's parameters (coll_params), so that all ranks agree.
+std::size_t direct_call_bytes(const rt::Params& p);
+
 // Test hook: rank 0 of a dup that adopts kept state sleeps this long before clearing it, so
 // that the others reach their first call first.
 void set_kept_clear_delay(std::chrono::milliseconds d);

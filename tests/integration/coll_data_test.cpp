@@ -35,6 +35,9 @@ using rmp::testing::op_allowed;
 // Element counts: empty, small, within one block of the direct paths (16 KiB of doubles:
 // a direct reduce's root pulls it) and more than a 128 KiB fragment of doubles.
 const std::size_t kCounts[] = {0, 5, 2001, 40001};
+// Reductions also take a vector longer than the longest block of the direct paths (1 MiB:
+// direct_block_bytes), which they always cut into slices, whatever the calibration found.
+const std::size_t kReduceCounts[] = {0, 5, 2001, 40001, 150001};
 
 template <class T>
 std::vector<T> exact_input(Op op, int r, std::size_t n, std::uint64_t salt) {
@@ -211,7 +214,7 @@ TEST(CollData, Reduce_ManySmallInARow_RotatingRoots) {
 TEST(CollData, ReduceAndAllreduce_EveryRootSizeAndInPlace) {
   const rmp::Comm& w = rmp::world();
   for (int root : roots())
-    for (std::size_t n : kCounts)
+    for (std::size_t n : kReduceCounts)
       for (bool inplace : {false, true}) {
         const std::uint64_t salt = 10 + n + static_cast<std::uint64_t>(root);
         auto in = exact_input<double>(Op::sum, rank(), n, salt);
@@ -467,7 +470,9 @@ void expect_rank_order_sum(const std::vector<double>& got, int p, int k, std::ui
 // their own (and, with ranks sharing cores, an alltoall above eager_threshold where its direct
 // path is open); so does a bcast of 4 KiB + 64 where ranks have cores of their own and its
 // direct path is open (it chooses between that and point-to-point), else only above
-// eager_threshold. Every call that chooses counts once on every rank.
+// eager_threshold. An allreduce and a floating reduce choose between the chunks and their
+// direct path, where ranks have cores of their own and it is open, above direct_call_bytes
+// (and 4 KiB). Every call that chooses counts once on every rank.
 TEST(CollData, PathChoice_StartsAboveFourKiB_ForAllgatherAndAlltoall) {
   const rmp::Comm& w = rmp::world();
   const int p = size();
@@ -498,13 +503,28 @@ TEST(CollData, PathChoice_StartsAboveFourKiB_ForAllgatherAndAlltoall) {
   EXPECT_EQ(count([&] { w.bcast(in.data(), above, 0); }),
             p > 1 && bc_free && own_cores && (cma || above > eager) ? 1u : 0u)
       << "bcast of 4 KiB + 64 (eager_threshold " << eager << ")";
+  // Whole doubles: at the start, and the next whole count above it.
+  const std::size_t start = std::max(knobs().direct_call_bytes, at) / sizeof(double);
+  const bool reductions_choose = p > 1 && own_cores && cma;
+  for (const std::size_t n : {start, start + 1}) {
+    std::vector<double> x(n, 1.0), y(n);
+    const bool chooses = n * sizeof(double) > std::max(knobs().direct_call_bytes, at);
+    EXPECT_EQ(count([&] { w.allreduce(x.data(), y.data(), n, Op::sum); }),
+              chooses && reductions_choose && !std::getenv("RMP_ALLREDUCE_ALGO") ? 1u : 0u)
+        << "allreduce of " << n << " doubles (" << knobs().table << ")";
+    EXPECT_EQ(count([&] { w.reduce(x.data(), y.data(), n, Op::sum, 0); }),
+              chooses && reductions_choose && !std::getenv("RMP_REDUCE_ALGO") ? 1u : 0u)
+        << "reduce of " << n << " doubles (" << knobs().table << ")";
+  }
   w.barrier();
 }
 
 TEST(CollData, PathChoice_BothPathsCarryTheData) {
   const rmp::Comm& w = rmp::world();
   const int p = size(), me = rank();
-  const std::size_t bytes = knobs().eager_threshold + 24;  // > eager_threshold, doubles whole
+  // Above eager_threshold and direct_call_bytes (where an allreduce or a floating reduce
+  // starts to choose), doubles whole.
+  const std::size_t bytes = std::max(knobs().eager_threshold, knobs().direct_call_bytes) + 24;
   const std::size_t n = bytes / sizeof(double), m = bytes / sizeof(std::uint16_t);
   const bool cma = cma_between_ranks(w);  // (small calls: they choose nothing)
   const rmp::rt::Counters before = rmp::rt::counters();

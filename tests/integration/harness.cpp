@@ -1,6 +1,7 @@
 // The SPMD GoogleTest main and the helpers declared in harness.hpp.
 #include "harness.hpp"
 
+#include "collectives/node_shared.hpp"
 #include "runtime/context.hpp"
 #include "runtime/huge_pages.hpp"
 
@@ -78,10 +79,13 @@ Knobs read_knobs() {
   }
   for (const rmp::ParamInfo& row : rows)
     if (row.name == "tune") k.tune_adaptive = row.value == "adaptive";
-  if (const rmp::rt::Context* ctx = rmp::rt::default_context())
+  if (const rmp::rt::Context* ctx = rmp::rt::default_context()) {
     k.eager_buffer = ctx->eager_buffer_bytes();
-  else k.problems.push_back("no runtime context (rmp::Environment not started?)");
-  table << "eager_buffer=" << k.eager_buffer << ' ';
+    k.direct_call_bytes = rmp::coll::direct_call_bytes(ctx->coll_params());
+  } else {
+    k.problems.push_back("no runtime context (rmp::Environment not started?)");
+  }
+  table << "eager_buffer=" << k.eager_buffer << " direct_call_bytes=" << k.direct_call_bytes << ' ';
   k.table = table.str();
   if (k.fragment_size == 0) {  // keep the size arithmetic of the tests defined
     k.problems.push_back("fragment_size is 0");

@@ -37,6 +37,9 @@ struct Knobs {
   std::size_t sq_depth = 0;
   bool tune_adaptive = false;         // tune = adaptive: eager sends up to 2 x eager_threshold
   std::size_t eager_buffer = 0;       // the shm transport's eager buffer per pair (bytes)
+  // Above it an allreduce or a floating reduce chooses between its node-shared paths
+  // (collectives/node_shared.hpp: direct_call_bytes, from rank 0's parameters).
+  std::size_t direct_call_bytes = 0;
   std::vector<std::string> problems;  // rows missing or not numeric (reported by a test)
   std::string table;                  // "name=value(source) …" for messages
 };
