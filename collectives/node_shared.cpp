@@ -123,8 +123,9 @@ std::size_t chunk_count(const rt::Params& p) {
 // cost stays under an eighth of its copy at get_bw (direct_call_bytes), and at least a quarter
 // chunk (then its three scratch blocks and the result block take the cache one chunk of the
 // chunked paths takes), at most 1 MiB (scratch of 4 MiB a rank). Two ranks, doubles, reduce
-// of 4 MiB (medians of interleaved runs): 32 KiB blocks (a quarter chunk, as before) 1941 us
-// far, 583 near; 512 KiB 269-313 far, 270-316 near (OpenMPI 384-406 far, 391-425 near).
+// of 4 MiB (medians of interleaved runs): 32 KiB blocks (a quarter chunk, as before; pushed)
+// 1854 us far, 636-642 near; 512 KiB, sliced, 264-313 far, 270-316 near (OpenMPI 383-406 far,
+// 388-442 near).
 std::size_t direct_block_bytes(const rt::Params& p) {
   const std::size_t b = std::max(chunk_bytes(p) / 4, 8 * direct_call_bytes(p));
   return std::min(b, std::size_t(1) << 20) / kLine * kLine;
@@ -1491,10 +1492,10 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   const rt::Params& p = ctx.coll_params();
   const bool from_small = ns->own_cores() && (k == Coll::allgather || k == Coll::allgatherv ||
                                               k == Coll::alltoall || !chunks);
-  const bool p2p_among = ns->paths(index_) >> NodeShared::kP2pPath & 1;
-  const std::size_t least = from_small  ? kMaxBytes
-                            : p2p_among ? std::max(p.eager_threshold, kMaxBytes)
-                                        : std::max(direct_call_bytes(p), kMaxBytes);
+  const bool chunks_or_direct = k == Coll::allreduce || (k == Coll::reduce && !exact);
+  const std::size_t least = from_small         ? kMaxBytes
+                            : chunks_or_direct ? std::max(direct_call_bytes(p), kMaxBytes)
+                                               : std::max(p.eager_threshold, kMaxBytes);
   if (bytes <= least || std::popcount(ns->paths(index_)) < 2 || forced(k, c) >= 0) return;
   if (c.rank() == decider) {
     t0_ = std::chrono::steady_clock::now();
@@ -2128,11 +2129,12 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   if (!ns.direct_ok() || count * esize <= kMaxBytes)
     return shm_reduce(c, ns, in, out, count, esize, t, op, root);
   // One round, the vector in blocks (direct_block_bytes), combined in rank order (the same
-  // bits as shm_reduce). A vector of one block is pulled: the root reads every other rank's
-  // input with cross-memory attach and combines it, one call per rank, and the others leave
-  // once it has. A longer one is sliced as the direct allreduce is: rank q reads slice q of
-  // every input, combines it and writes it into the root's output, so that every core reads
-  // and combines a share.
+  // bits as shm_reduce). A vector of up to a quarter chunk is pulled: the root reads every
+  // other rank's input with cross-memory attach and combines it, one call per rank, and the
+  // others leave once it has. A longer one is sliced as the direct allreduce is: rank q reads
+  // slice q of every input, combines it and writes it into the root's output, so that every
+  // core reads and combines a share (sliced against pulled, 2 ranks: 256 KiB 22.5 us against
+  // 29.8).
   // Slices cost a second call and a wait per rank: at 16 and 64 KiB (one block) they ran at
   // 1.17 and 1.09 of the pulled time (2 ranks, 6 interleaved runs; 3.81 against 4.34 us,
   // 9.50 against 10.45). Four ranks on two cores (forced): sliced against pulled 64 KiB 21.7
@@ -2147,20 +2149,23 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   const auto* src = static_cast<const std::byte*>(in ? in : out);
   auto* dst = static_cast<std::byte*>(out);
   const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
-  const bool pull = count <= per;
-  // Pulled with up to 8 ranks (scratch of a block per rank): the root reads every other input
+  // Pulled up to a quarter chunk (the blocks' length when these figures were taken), sliced
+  // above: the root alone reads and combines a pulled vector.
+  const bool pull = count * esize <= std::max(ns.chunk() / 4, esize);
+  // Pulled with up to 8 ranks (scratch of the vector per rank): the root reads every other input
   // before it combines any, and says so, so that the others leave once their input is read
   // rather than once it is combined too. 2 ranks, 6 interleaved runs: 16 / 64 / 128 KiB
   // 3.21 / 7.27 / 11.99 us a call (the ranks' mean, as OSU times it) against 3.41 / 8.12 /
   // 14.28 reading and combining in turn.
   const bool read_first = pull && n <= 8;
-  // Scratch blocks, taken before anything is published. At the root: pulled reading first,
-  // one per rank; else three for combine_direct and one more. Elsewhere only a slice's: three
-  // and one for the result.
-  const std::size_t scratch = r == root && read_first ? static_cast<std::size_t>(n)
-                              : r == root || !pull    ? 4
+  // Scratch, taken before anything is published. At the root: pulled reading first, the
+  // vector's length per rank; else three blocks for combine_direct and one more. Elsewhere
+  // only a slice's: three blocks and one for the result.
+  const std::size_t len = count * esize;
+  const std::size_t scratch = r == root && read_first ? static_cast<std::size_t>(n) * len
+                              : r == root || !pull    ? 4 * block
                                                       : 0;
-  std::byte* tmp = scratch ? ns.scratch(scratch * block) : nullptr;
+  std::byte* tmp = scratch ? ns.scratch(scratch) : nullptr;
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, src, count * esize);  // the root, or every rank, reads its slice of it
@@ -2179,8 +2184,7 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
       return;
     }
     if (read_first) {
-      const std::size_t len = count * esize;
-      auto slot = [&](int q) { return tmp + static_cast<std::size_t>(q) * block; };
+      auto slot = [&](int q) { return tmp + static_cast<std::size_t>(q) * len; };
       auto part = [&](int q) -> const std::byte* { return q == r && in ? src : slot(q); };
       if (!in) std::memcpy(slot(r), dst, len);  // in place: its own part, aside
       for (int q = 0; q < n; ++q)

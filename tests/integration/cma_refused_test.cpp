@@ -198,7 +198,7 @@ TEST(CmaRefused, Bcast_EveryRankHoldsTheMessageOrThrows) {
 
 TEST(CmaRefused, Reduce_TheRootHoldsTheSumOrThrows) {
   SKIP_UNLESS_REFUSAL_WORKS();
-  // One block (pulled), a few (sliced) and many (pushed, where ranks have cores of their own).
+  // Up to a quarter chunk (pulled), more (sliced: one block a slice, or several).
   for (std::size_t count : {std::size_t{5000}, std::size_t{65536 + 7}, std::size_t{1} << 20}) {
     for (int root : {0, size() - 1}) {
       const std::vector<double> in = input(count, rank(), 3);

@@ -32,11 +32,12 @@ using rmp::testing::fold;
 using rmp::testing::messy_value;
 using rmp::testing::op_allowed;
 
-// Element counts: empty, small, within one block of the direct paths (16 KiB of doubles:
-// a direct reduce's root pulls it) and more than a 128 KiB fragment of doubles.
+// Element counts: empty, small, within a quarter chunk (16 KiB of doubles: a direct reduce's
+// root pulls it) and more than a 128 KiB fragment of doubles (a direct reduce slices it).
 const std::size_t kCounts[] = {0, 5, 2001, 40001};
 // Reductions also take a vector longer than the longest block of the direct paths (1 MiB:
-// direct_block_bytes), which they always cut into slices, whatever the calibration found.
+// direct_block_bytes), sliced whatever the calibration found; at 2 ranks, with the blocks
+// calibration gives here (~350 KB), each slice spans two.
 const std::size_t kReduceCounts[] = {0, 5, 2001, 40001, 150001};
 
 template <class T>
