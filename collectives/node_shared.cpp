@@ -2149,9 +2149,10 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   const auto* src = static_cast<const std::byte*>(in ? in : out);
   auto* dst = static_cast<std::byte*>(out);
   const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
+  const std::size_t len = count * esize;
   // Pulled up to a quarter chunk (the blocks' length when these figures were taken), sliced
   // above: the root alone reads and combines a pulled vector.
-  const bool pull = count * esize <= std::max(ns.chunk() / 4, esize);
+  const bool pull = len <= std::max(ns.chunk() / 4, esize);
   // Pulled with up to 8 ranks (scratch of the vector per rank): the root reads every other input
   // before it combines any, and says so, so that the others leave once their input is read
   // rather than once it is combined too. 2 ranks, 6 interleaved runs: 16 / 64 / 128 KiB
@@ -2161,15 +2162,14 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
   // Scratch, taken before anything is published. At the root: pulled reading first, the
   // vector's length per rank; else three blocks for combine_direct and one more. Elsewhere
   // only a slice's: three blocks and one for the result.
-  const std::size_t len = count * esize;
   const std::size_t scratch = r == root && read_first ? static_cast<std::size_t>(n) * len
                               : r == root || !pull    ? 4 * block
                                                       : 0;
   std::byte* tmp = scratch ? ns.scratch(scratch) : nullptr;
   const std::uint64_t round = ns.next_round();
   ns.wait_chunk_free(c, round);
-  ns.set_source(c, src, count * esize);  // the root, or every rank, reads its slice of it
-  if (r == root) ns.set_result(c, dst, count * esize);  // the others write into it
+  ns.set_source(c, src, len);                 // the root, or every rank, reads its slice of it
+  if (r == root) ns.set_result(c, dst, len);  // the others write into it
   ns.set_mark(c, NodeShared::mark(round, 1));
   // Every rank waits for all to publish, the others too: with ranks sharing cores a rank
   // waiting for the root alone kept its core while the root waited for a rank queued behind
