@@ -98,6 +98,16 @@ enum class TransportId : std::uint8_t { shm = 1 };
 
 std::size_t next_pow2(std::size_t v) { return std::bit_ceil(std::max<std::size_t>(v, 1)); }
 
+// A core's private cache (its L2), as the C library reads it from the CPU; 1 MiB where it says
+// nothing. Within 256 KiB - 8 MiB: a ring twice its size is mapped for every pair of ranks.
+std::size_t private_cache_bytes() {
+  const long v = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  constexpr std::size_t kUnknown = std::size_t{1} << 20;
+  return v > 0 ? std::clamp<std::size_t>(static_cast<std::size_t>(v), std::size_t{1} << 18,
+                                         std::size_t{1} << 23)
+               : kUnknown;
+}
+
 }  // namespace
 
 Context* default_context() { return g_default; }
@@ -217,6 +227,9 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     // pair segment may reasonably hold (each pair maps 2 × nchunks × chunk_bytes).
     cfg.chunk_bytes = std::clamp<std::size_t>(p.fragment_size, 4096, std::size_t(1) << 20);
     cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
+    // And a ring of at least twice a core's private cache, so that a chunk's lines have left
+    // the reader's cache before the owner writes it again (shm_transport.cpp: ring_chunks).
+    cfg.ring_bytes = 2 * private_cache_bytes();
     cfg.tune = p.tune_adaptive;
     cfg.cma = settings_.shm_cma;
     if (settings_.shm_cma && settings_.shm_hugepages)

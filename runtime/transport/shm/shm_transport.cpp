@@ -482,6 +482,13 @@ ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, i
   in_ = RingConsumer(in_ring);
   pair_rings(out_, in_);
   out_chunks_ = out_chunks;
+  // The chunks this side writes, written once now: the first gets then find their lines in this
+  // core's caches as later ones do, not in memory. The copy chooser judges the pipelined copy
+  // on its first gets, and with a ring of 2 MiB each of them came to a part never written
+  // before: 512 KiB ping-pongs, cores near, 25-35 us a get there against 18 once the
+  // chunks were held, and the split copy (21-22) took over in most runs; written first, the
+  // chunks were held in 3 runs of 4. (About 50 us for 2 MiB, once per pair.)
+  std::memset(out_chunks_.chunks, 0, out_chunks_.nchunks * out_chunks_.chunk_bytes);
   in_chunks_ = in_chunks;
   my_reading_ =
       reinterpret_cast<std::atomic<std::uint32_t>*>(base + h->dir_off[my_dir] + d.reading);
@@ -980,15 +987,28 @@ int ShmEndpoint::advance() {
 
 // ---------------------------------------------------------------------------------------------
 
+// Bytes of the chunks' byte ring: the chunks in flight (fragment_size x pipeline_depth) and at
+// least cfg.ring_bytes, in whole chunks. Consecutive gets walk through the whole ring, so the
+// owner writes each chunk again one ring later. A ring no larger than the requester's private
+// cache (L2) still has that chunk's lines in the requester's cache then (it has just read
+// them), and every store into them waits for the requester's core to give its line up: with
+// 512 KiB chunks, two in flight, a ring of 1 MiB (this host's L2) ran the pipelined copy at
+// 15-19 GB/s where 2 MiB ran it at 36-40 (cores near, 1 MiB gets forced through the chunks;
+// far apart the double copy is not taken either way). Past the private cache the lines come
+// from the shared one. Chosen by the copy chooser as it measures, cores near, 8 pairs
+// interleaved: bandwidth of 128 KiB-2 MiB 1.07-1.39x and bidirectional bandwidth of 32 KiB-2
+// MiB 1.02-1.8x that of the 1 MiB ring; far apart 0.97-1.04x.
+std::size_t ring_chunks(const ShmConfig& cfg, std::size_t chunk) {
+  const std::size_t bytes = std::max(cfg.chunk_bytes * cfg.nchunks, cfg.ring_bytes);
+  return std::max<std::size_t>(2, (bytes + chunk - 1) / chunk);
+}
+
 // Chunks in the byte ring of a tuned pair (RMP_TUNE=adaptive): chunks of the largest candidate
 // fragment, as many as the static ring's bytes hold; larger windows the tuner tries clamp to
-// the ring. Consecutive gets walk through the whole ring, so a larger ring is colder: sized
-// for the largest fragment x the largest depth (8 MiB by default), 64 KiB gets fell from 29 to
-// 13 GB/s; at twice the static ring (2 MiB) they still ran at 12.7 against 22 GB/s static,
-// as static rings of 2 MiB and more do (fragment_size 1 MiB or pipeline_depth 16; measured
-// with benchmarks/tune-proof, interleaved).
+// the ring. Sized for the largest fragment x the largest depth (8 MiB by default), the ring
+// was colder still: 64 KiB gets fell from 29 to 13 GB/s (benchmarks/tune-proof, interleaved).
 std::size_t tuned_nchunks(const ShmConfig& cfg, std::size_t chunk) {
-  return std::clamp<std::size_t>(cfg.chunk_bytes * cfg.nchunks / chunk, 2, 16);
+  return std::min<std::size_t>(ring_chunks(cfg, chunk), 16);
 }
 
 ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& sink, Counters& c)
@@ -1002,10 +1022,12 @@ ShmTransport::ShmTransport(const JobIdentity& id, const ShmConfig& cfg, AmSink& 
       cma_ok_(cfg.cma),
       chooser_(cfg.cma ? 0b1111u : CopyChooser::kChunkModes),
       huge_(cfg.huge_pages),
-      get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * cfg.nchunks, cfg.tune),
+      get_tuner_(cfg.chunk_bytes, cfg.nchunks, cfg.chunk_bytes * ring_chunks(cfg, cfg.chunk_bytes),
+                 cfg.tune),
       seg_chunk_bytes_(cfg.tune ? std::max(cfg.chunk_bytes, get_tuner_.max_fragment())
                                 : cfg.chunk_bytes),
-      seg_nchunks_(cfg.tune ? tuned_nchunks(cfg, seg_chunk_bytes_) : cfg.nchunks) {
+      seg_nchunks_(cfg.tune ? tuned_nchunks(cfg, seg_chunk_bytes_)
+                            : ring_chunks(cfg, seg_chunk_bytes_)) {
   if (id_.local_size <= 1) return;
   const std::string name = "/rmp-" + id_.job_id + "-n" + std::to_string(id_.node_id);
   const std::size_t words = (static_cast<std::size_t>(id_.local_size) + 63) / 64;

@@ -20,6 +20,9 @@ struct ShmConfig {
   std::size_t data_bytes = 1 << 16;  // byte ring for eager-copy payloads, power of two
   std::size_t chunk_bytes = 1 << 17;  // fragment_size: chunk of the pipelined copy
   std::size_t nchunks = 2;            // pipeline_depth: chunks in flight
+  // The chunks' byte ring spans at least this many bytes, beyond the nchunks in flight (0: just
+  // those): twice a core's private cache (context.cpp, shm_transport.cpp says why).
+  std::size_t ring_bytes = 0;
   bool cma = true;                    // RMP_SHM_CMA
   HugePages* huge_pages = nullptr;    // RMP_SHM_HUGEPAGES (runtime/huge_pages.hpp); null: off
   Copy copy = Copy::automatic;        // RMP_SHM_COPY (automatic: measured per size class)
