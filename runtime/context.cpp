@@ -215,21 +215,37 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     const Params& p = params_.values;
     ShmConfig cfg;
     cfg.ring_lines = next_pow2(std::max<std::size_t>(p.sq_depth, 64));
+    // Rings of payloads and of chunks span at least twice a core's private cache, so that a
+    // part of either is written again only after its lines have left the reader's cache (while
+    // they are there, every store into them waits for the reader's core to give the line up).
+    // Eager windows, cores near, 5 interleaved pairs, a 2 MiB byte ring against 1 MiB (this
+    // host's L2): bandwidth of 4, 16 and 32 KiB 1.39x, 2.3x and 1.39x, bidirectional 1.4x, 1.67x
+    // and 1.28x, latency alike. Chunks: shm_transport.cpp (ring_chunks).
+    // Only while every pair of the node's ranks, each with two rings of each kind that large,
+    // fits in a sixteenth of the node's memory (pair segments are populated when mapped, and
+    // an alltoall maps them all): 128 ranks on a node take 8128 pairs.
+    const std::size_t pairs = static_cast<std::size_t>(id().local_size) *
+                              static_cast<std::size_t>(id().local_size - 1) / 2;
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const std::size_t memory =
+        pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                              : 0;
+    const std::size_t wide = 2 * private_cache_bytes();
+    const std::size_t ring = pairs * 4 * wide <= memory / 16 ? wide : 0;
     // The byte ring holds what the eager credit lets a sender have in flight (rq_depth ×
-    // eager_threshold), up to 1 MiB, and at least four of the largest eager messages (and 64
-    // KiB). A ring that held only four let a window of 16-64 KiB sends stall on it: with 1
-    // MiB instead of 512 KiB, bandwidth at 16 and 64 KiB rose 1.3x (two cores near,
+    // eager_threshold), up to 1 MiB, at least four of the largest eager messages (and 64 KiB),
+    // and `ring`. A ring that held only four let a window of 16-64 KiB sends stall on it: with
+    // 1 MiB instead of 512 KiB, bandwidth at 16 and 64 KiB rose 1.3x (two cores near,
     // interleaved, 10 pairs) and 4-64 KiB latency did not suffer.
     const std::size_t eager = std::max<std::size_t>(p.eager_threshold, 1);
     cfg.data_bytes = next_pow2(std::max({std::min(p.rq_depth * eager, std::size_t(1) << 20),
-                                         4 * eager, std::size_t(1) << 16}));
+                                         4 * eager, std::size_t(1) << 16, ring}));
     // Chunk geometry of the pipelined copy: fragment_size × pipeline_depth, clamped to what a
     // pair segment may reasonably hold (each pair maps 2 × nchunks × chunk_bytes).
     cfg.chunk_bytes = std::clamp<std::size_t>(p.fragment_size, 4096, std::size_t(1) << 20);
     cfg.nchunks = std::clamp<std::size_t>(p.pipeline_depth, 2, 16);
-    // And a ring of at least twice a core's private cache, so that a chunk's lines have left
-    // the reader's cache before the owner writes it again (shm_transport.cpp: ring_chunks).
-    cfg.ring_bytes = 2 * private_cache_bytes();
+    // And a ring of at least `ring` bytes (shm_transport.cpp: ring_chunks).
+    cfg.ring_bytes = ring;
     cfg.tune = p.tune_adaptive;
     cfg.cma = settings_.shm_cma;
     if (settings_.shm_cma && settings_.shm_hugepages)

@@ -412,20 +412,21 @@ TEST(KnobEffects, ExpectedConcurrency_RingFullEventsThroughSqDepth) {
 }
 
 // rq_depth = eager credits per peer (rq_depth × eager_threshold bytes, or the byte ring's
-// size where that is more): 200 eager messages of 1000 B (1088 credit bytes each) to a held
-// peer exceed 2 × 16384 and the 64 KiB ring but not 100 × 16384.
+// size where that is more: twice the L2, at most 16 MiB): 1200 eager messages of 16000 B
+// (16064 credit bytes each, 19.3 MB in all) to a held peer exceed 2 × 16384 and any byte ring
+// but not 2000 × 16384.
 TEST(KnobEffects, RqDepth_CreditStallsInAFlood) {
   ScopedEnv inl("RMP_INLINE_THRESHOLD", "0");
   ScopedEnv eager("RMP_EAGER_THRESHOLD", "16384");
   {
     ScopedEnv rq("RMP_RQ_DEPTH", "2");
-    const Counters c = flood(200, 1000);
+    const Counters c = flood(1200, 16000);
     EXPECT_GT(c.credit_stalls, 0u);
     EXPECT_EQ(c.msgs_rndv, c.credit_stalls);
   }
   {
-    ScopedEnv rq("RMP_RQ_DEPTH", "100");
-    EXPECT_EQ(flood(200, 1000).credit_stalls, 0u);
+    ScopedEnv rq("RMP_RQ_DEPTH", "2000");
+    EXPECT_EQ(flood(1200, 16000).credit_stalls, 0u);
   }
 }
 

@@ -3,6 +3,8 @@
 // the real shm transport between them.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -29,19 +31,34 @@ inline void run_thread_ranks(int n, const std::function<void(ThreadRank&)>& fn) 
   std::exception_ptr first;
   std::mutex m;
   std::vector<std::thread> ts;
+  std::atomic<int> drained_ranks{0};
   for (int r = 0; r < n; ++r) {
     ts.emplace_back([&, r] {
+      bool counted = false;
       try {
         rt::Context ctx(rt::make_in_process_bootstrap(store, r));
         detail::Engine engine(ctx);
         detail::CommImpl world(engine, 0, r, n);
         ThreadRank tr{ctx, engine, world, *store};
         fn(tr);
-        // Finalize: drain sends and queued messages, then a barrier through bootstrap (no
-        // further traffic).
+        // Finalize: drain sends and queued messages, and keep reading what the others send until
+        // every rank has drained (as finalize's barrier through the progress engine does), then
+        // a barrier through bootstrap (no further traffic). A rank that left at once could
+        // leave another unable to flush: a sender whose eager sends never waited for credit
+        // never read its incoming ring, which the receiver's control messages had filled, and
+        // the receiver's last credit return waited for room there forever.
+        // (A rank that threw counts as drained; the wait is bounded as the fence is.)
         engine.progress_until([&] { return engine.drained(); });
+        counted = true;
+        drained_ranks.fetch_add(1, std::memory_order_acq_rel);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        engine.progress_until([&] {
+          return (drained_ranks.load(std::memory_order_acquire) == n && engine.drained()) ||
+                 std::chrono::steady_clock::now() > until;
+        });
         ctx.bootstrap().fence(std::chrono::seconds(60));
       } catch (...) {
+        if (!counted) drained_ranks.fetch_add(1, std::memory_order_acq_rel);
         std::lock_guard<std::mutex> g(m);
         if (!first) first = std::current_exception();
       }

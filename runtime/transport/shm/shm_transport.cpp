@@ -482,12 +482,13 @@ ShmEndpoint::ShmEndpoint(ShmTransport& t, int peer, int peer_pid, Mapping seg, i
   in_ = RingConsumer(in_ring);
   pair_rings(out_, in_);
   out_chunks_ = out_chunks;
-  // The chunks this side writes, written once now: the first gets then find their lines in this
-  // core's caches as later ones do, not in memory. The copy chooser judges the pipelined copy
-  // on its first gets, and with a ring of 2 MiB each of them came to a part never written
-  // before: 512 KiB ping-pongs, cores near, 25-35 us a get there against 18 once the
-  // chunks were held, and the split copy (21-22) took over in most runs; written first, the
-  // chunks were held in 3 runs of 4. (About 50 us for 2 MiB, once per pair.)
+  // The rings this side writes, written once now: the first payloads and gets then find their
+  // lines in this core's caches as later ones do, not in memory. The copy chooser judges the
+  // pipelined copy on its first gets, and with a ring of 2 MiB each of them came to a part
+  // never written before: 512 KiB ping-pongs, cores near, 25-35 us a get there against 18 once
+  // the chunks were held, and the split copy (21-22) took over in most runs; written first,
+  // the chunks were held in 3 runs of 4. (About 50 us a ring of 2 MiB, once per pair.)
+  std::memset(out_ring.data, 0, out_ring.data_bytes);
   std::memset(out_chunks_.chunks, 0, out_chunks_.nchunks * out_chunks_.chunk_bytes);
   in_chunks_ = in_chunks;
   my_reading_ =
