@@ -127,10 +127,10 @@ TEST(ShmRing, RandomMixAcrossManyLaps_DeliversExactlyInOrder) {
 // Both directions of a pair as two ranks hold them: each side's producer echoes where its
 // consumer has read to, and learns from the other side's lines where its own were read.
 struct PairRings {
-  RingMemory ab{64, 1 << 13}, ba{64, 1 << 13};
+  RingMemory ab, ba;
   RingProducer a_out{ab.layout}, b_out{ba.layout};
   RingConsumer a_in{ba.layout}, b_in{ab.layout};
-  PairRings() {
+  explicit PairRings(std::size_t data_bytes = 1 << 13) : ab(64, data_bytes), ba(64, data_bytes) {
     pair_rings(a_out, a_in);
     pair_rings(b_out, b_in);
   }
@@ -175,6 +175,42 @@ TEST(ShmRing, PingPongOfAPair_KeepsToTheHotLines) {
     EXPECT_EQ(pr.ab.lines[l].seq.load(), seq_before[l]) << "line " << l << " written again";
   for (std::size_t l = 0; l < kHotLines; ++l)
     EXPECT_NE(pr.ab.lines[l].seq.load(), seq_before[l]) << "hot line " << l << " unused";
+}
+
+// In a ping-pong, a payload of up to kMaxRestartBytes starts at the byte ring's start; a larger
+// one goes on from where the last one ended (round the ring), and every message arrives intact.
+TEST(ShmRing, PingPong_OnlySmallPayloadsStartTheByteRingOver) {
+  for (const std::size_t len : {kMaxRestartBytes, kMaxRestartBytes + 64}) {
+    PairRings pr(1 << 16);
+    std::deque<Msg> to_b, to_a;
+    std::vector<std::byte> hdr(16, std::byte{7});
+    std::uint64_t last = 0;
+    int at_start = 0;  // of the payloads after the first two
+    for (int i = 0; i < 40; ++i) {
+      Msg m{1, hdr, bytes_of_value(len, static_cast<std::uint32_t>(i))};
+      ASSERT_EQ(pr.a_out.push(m.am, m.hdr, m.payload, false), TStatus::ok);
+      const std::uint64_t at = data_position(pr.ab, *pr.b_in.position() & 63);
+      if (i >= 2) {  // once the ring has been idle twice (the echoes have come back)
+        at_start += at % pr.ab.data.size() == 0;
+        if (len <= kMaxRestartBytes) {
+          EXPECT_EQ(at % pr.ab.data.size(), 0u) << "message " << i;
+        } else {  // right after the last one, or at the start where it would not fit
+          EXPECT_TRUE(at == last + len || at % pr.ab.data.size() == 0) << "message " << i;
+        }
+      }
+      last = at;
+      to_b.push_back(std::move(m));
+      ASSERT_EQ(drain(pr.b_in, to_b), 1);
+      Msg r{2, hdr, bytes_of_value(8, static_cast<std::uint32_t>(~i))};
+      ASSERT_EQ(pr.b_out.push(r.am, r.hdr, r.payload, true), TStatus::ok);
+      to_a.push_back(std::move(r));
+      ASSERT_EQ(drain(pr.a_in, to_a), 1);
+    }
+    // Going round, one payload in eight (7 of 8256 bytes fit in 64 KiB) starts a lap.
+    if (len > kMaxRestartBytes) {
+      EXPECT_LE(at_start, 6) << "of 38 payloads";
+    }
+  }
 }
 
 // What a jump costs the ring's room: a burst whose first message jumps fills the lines before
