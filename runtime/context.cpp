@@ -1,6 +1,7 @@
 #include "runtime/context.hpp"
 
 #include <sched.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +98,17 @@ void decode_coll_params(const std::vector<std::byte>& bytes, Params& p, ForcedAl
 enum class TransportId : std::uint8_t { shm = 1 };
 
 std::size_t next_pow2(std::size_t v) { return std::bit_ceil(std::max<std::size_t>(v, 1)); }
+
+// Bytes of shared memory the shm rings may take on this node: a sixteenth of its memory and
+// half of what /dev/shm has free, whichever is less (0 where either is unknown).
+std::size_t shm_budget_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  struct statvfs fs {};
+  if (::statvfs("/dev/shm", &fs) != 0) return 0;
+  return std::min(static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 16,
+                  static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize / 2);
+}
 
 // A core's private cache (its L2), as the C library reads it from the CPU; 1 MiB where it says
 // nothing. Within 256 KiB - 8 MiB: a ring twice its size is mapped for every pair of ranks.
@@ -222,21 +234,19 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
     // host's L2): bandwidth of 4, 16 and 32 KiB 1.39x, 2.3x and 1.39x, bidirectional 1.4x, 1.67x
     // and 1.28x, latency alike. Chunks: shm_transport.cpp (ring_chunks).
     // Only while every pair of the node's ranks, each with two rings of each kind that large,
-    // fits in a sixteenth of the node's memory (pair segments are populated when mapped, and
-    // an alltoall maps them all): 128 ranks on a node take 8128 pairs.
+    // fits in a sixteenth of the node's memory and in half of what /dev/shm has free (pair
+    // segments are reserved and populated when mapped, an alltoall maps them all, and a
+    // container's /dev/shm may hold 64 MiB): 128 ranks on a node take 8128 pairs.
     const std::size_t pairs = static_cast<std::size_t>(id().local_size) *
                               static_cast<std::size_t>(id().local_size - 1) / 2;
-    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-    const std::size_t memory =
-        pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
-                              : 0;
-    const std::size_t wide = 2 * private_cache_bytes();
-    const std::size_t ring = pairs * 4 * wide <= memory / 16 ? wide : 0;
+    const std::size_t wide = next_pow2(2 * private_cache_bytes());
+    const std::size_t ring = pairs * 4 * wide <= shm_budget_bytes() ? wide : 0;
     // The byte ring holds what the eager credit lets a sender have in flight (rq_depth ×
     // eager_threshold), up to 1 MiB, at least four of the largest eager messages (and 64 KiB),
-    // and `ring`. A ring that held only four let a window of 16-64 KiB sends stall on it: with
-    // 1 MiB instead of 512 KiB, bandwidth at 16 and 64 KiB rose 1.3x (two cores near,
-    // interleaved, 10 pairs) and 4-64 KiB latency did not suffer.
+    // and `ring` (the eager credit then covers `ring` too: p2p/engine.cpp). A ring that held only
+    // four let a window of 16-64 KiB sends stall on it: with 1 MiB instead of 512 KiB, bandwidth at
+    // 16 and 64 KiB rose 1.3x (two cores near, interleaved, 10 pairs) and 4-64 KiB latency did not
+    // suffer.
     const std::size_t eager = std::max<std::size_t>(p.eager_threshold, 1);
     cfg.data_bytes = next_pow2(std::max({std::min(p.rq_depth * eager, std::size_t(1) << 20),
                                          4 * eager, std::size_t(1) << 16, ring}));

@@ -431,7 +431,8 @@ TEST(KnobEffects, RqDepth_CreditStallsInAFlood) {
 }
 
 // The credit covers at least the transport's eager buffer: with rq_depth 30 and
-// eager_threshold 24000 (720000 bytes of credit by slots) the shm byte ring holds 1 MiB, and
+// eager_threshold 24000 (720000 bytes of credit by slots) the shm byte ring holds 1 MiB or
+// more (twice the L2 where the node's memory allows: runtime/context.cpp), and
 // 63 messages of 16 KiB (16448 credit bytes each, 1036224 in all) go eager to a held peer.
 TEST(KnobEffects, Credit_CoversTheTransportsEagerBuffer) {
   ScopedEnv eager("RMP_EAGER_THRESHOLD", "24000");

@@ -16,11 +16,11 @@
 // Hot lines: while messages alternate with the other side's (a ping-pong) and the echoes say
 // the consumer has taken every message before the one being written, a message that would
 // leave the first kHotLines lines of the ring for the next ones carries a jump: the next one
-// starts the next lap, on lines written a few messages ago; and a payload going by copy starts
-// the byte ring over. Lines the two cores touched recently move between them faster: with the
-// cores far apart, an 8-byte ping-pong through two rings of 64 lines took 341 ns one way,
-// through rings of 4-8 lines 314-320. A smaller ring instead cost a window of small sends
-// 10-14 % of its rate, so the ring keeps its size. Interleaved against the ring without
+// starts the next lap, on lines written a few messages ago; and a payload going by copy of up
+// to kMaxRestartBytes starts the byte ring over. Lines the two cores touched recently move between
+// them faster: with the cores far apart, an 8-byte ping-pong through two rings of 64 lines took 341
+// ns one way, through rings of 4-8 lines 314-320. A smaller ring instead cost a window of small
+// sends 10-14 % of its rate, so the ring keeps its size. Interleaved against the ring without
 // jumps, cores far apart: 8-byte latency 0.95-0.97x, 1 KiB 0.85-0.88x, 4 KiB 1.0; hot
 // windows of 2 and 4 lines gained less (1.00, 0.98) and cost near cores 6-9 %.
 // Laps then advance up to once every few messages, so the sequence word is 64 bits wide.
