@@ -143,6 +143,18 @@ std::uint64_t data_position(const RingMemory& mem, std::size_t idx) {
   return dpos;
 }
 
+// The rest of a ping-pong's round after a pushed `m` (a to b): b reads it, answers with 8
+// bytes inline, and a reads the answer; every message arrives intact.
+void answer_round(PairRings& pr, std::deque<Msg>& to_b, std::deque<Msg>& to_a, Msg m,
+                  const std::vector<std::byte>& hdr, int i) {
+  to_b.push_back(std::move(m));
+  ASSERT_EQ(drain(pr.b_in, to_b), 1);
+  Msg r{2, hdr, bytes_of_value(8, static_cast<std::uint32_t>(~i))};
+  ASSERT_EQ(pr.b_out.push(r.am, r.hdr, r.payload, true), TStatus::ok);
+  to_a.push_back(std::move(r));
+  ASSERT_EQ(drain(pr.a_in, to_a), 1);
+}
+
 // A ping-pong keeps to the ring's first kHotLines lines once the echoes say the ring is idle,
 // and starts every copied payload at the byte ring's start; every message arrives intact.
 TEST(ShmRing, PingPongOfAPair_KeepsToTheHotLines) {
@@ -164,12 +176,7 @@ TEST(ShmRing, PingPongOfAPair_KeepsToTheHotLines) {
         EXPECT_EQ(data_position(pr.ab, at) % pr.ab.data.size(), 0u) << "message " << i;
       }
     }
-    to_b.push_back(std::move(m));
-    ASSERT_EQ(drain(pr.b_in, to_b), 1);
-    Msg r{2, hdr, bytes_of_value(8, static_cast<std::uint32_t>(~i))};
-    ASSERT_EQ(pr.b_out.push(r.am, r.hdr, r.payload, true), TStatus::ok);
-    to_a.push_back(std::move(r));
-    ASSERT_EQ(drain(pr.a_in, to_a), 1);
+    ASSERT_NO_FATAL_FAILURE(answer_round(pr, to_b, to_a, std::move(m), hdr, i));
   }
   for (std::size_t l = kHotLines; l < 64; ++l)
     EXPECT_EQ(pr.ab.lines[l].seq.load(), seq_before[l]) << "line " << l << " written again";
@@ -199,12 +206,7 @@ TEST(ShmRing, PingPong_OnlySmallPayloadsStartTheByteRingOver) {
         }
       }
       last = at;
-      to_b.push_back(std::move(m));
-      ASSERT_EQ(drain(pr.b_in, to_b), 1);
-      Msg r{2, hdr, bytes_of_value(8, static_cast<std::uint32_t>(~i))};
-      ASSERT_EQ(pr.b_out.push(r.am, r.hdr, r.payload, true), TStatus::ok);
-      to_a.push_back(std::move(r));
-      ASSERT_EQ(drain(pr.a_in, to_a), 1);
+      ASSERT_NO_FATAL_FAILURE(answer_round(pr, to_b, to_a, std::move(m), hdr, i));
     }
     // Going round, one payload in seven or eight (7 of 8256 bytes fit in 64 KiB, and the
     // eighth starts the next lap) starts a lap: 5 of these 38; starting over, all 38.
