@@ -563,12 +563,25 @@ TEST(P2pThreads, RendezvousGetsOnTrial_FlaggedInTheFin) {
 // static rule is never settled.
 TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
   constexpr std::size_t kBytes = 32 << 10;
-  constexpr int kRoundTrips = 400, kTag = 12;
-  auto pingpong = [](ThreadRank& t) {
+  constexpr int kRoundTrips = 400, kMostRoundTrips = 1 << 20, kTag = 12;
+  // What each rank has seen so far, published after every round trip, so that rank 0 goes on
+  // past kRoundTrips (`until_seen`) until it has explored, rank 1 has answered, and each has had
+  // a get settled.
+  struct Seen {
+    std::atomic<std::uint64_t> explorations{0}, answers{0}, settled{0};
+  };
+  auto pingpong = [](ThreadRank& t, rmp::testing::SharedRounds& rounds, std::array<Seen, 2>* seen) {
     auto& e = t.engine;
-    std::vector<unsigned char> data(kBytes, static_cast<unsigned char>(t.world.rank() + 1));
-    const std::uint64_t before = t.ctx.counters().shm_gets_settled;
-    for (int i = 0; i < kRoundTrips; ++i) {
+    const int me = t.world.rank();
+    std::vector<unsigned char> data(kBytes, static_cast<unsigned char>(me + 1));
+    const rmp::rt::Counters& c = t.ctx.counters();
+    const std::uint64_t before = c.shm_gets_settled;
+    auto all_seen = [&] {
+      if (!seen) return true;
+      const std::array<Seen, 2>& s = *seen;
+      return s[0].explorations > 0 && s[1].answers > 0 && s[0].settled > 0 && s[1].settled > 0;
+    };
+    for (int i = 0; rounds.next(me, i, all_seen()); ++i) {
       if (t.world.rank() == 0) {
         e.wait(e.isend(t.world, Channel::user, data.data(), kBytes, 1, kTag, false));
         e.wait(e.irecv(t.world, Channel::user, data.data(), kBytes, 1, kTag));
@@ -576,19 +589,27 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
         e.wait(e.irecv(t.world, Channel::user, data.data(), kBytes, 0, kTag));
         e.wait(e.isend(t.world, Channel::user, data.data(), kBytes, 0, kTag, false));
       }
+      if (seen) {
+        Seen& mine = (*seen)[static_cast<std::size_t>(me)];
+        mine.explorations = c.tune_explorations;
+        mine.answers = c.tune_answers;
+        mine.settled = c.shm_gets_settled - before;
+      }
     }
     // Rank 1 sends back what it received: rank 0's bytes, intact, on both ranks.
     EXPECT_TRUE(std::all_of(data.begin(), data.end(), [](unsigned char b) { return b == 1; }))
         << "rank " << t.world.rank();
-    return t.ctx.counters().shm_gets_settled - before;
+    return c.shm_gets_settled - before;
   };
   {
     rmp::testing::ScopedEnv tune("RMP_TUNE", "adaptive"), eager("RMP_EAGER_THRESHOLD", "65536");
     std::array<std::atomic<std::uint64_t>, 2> moves{};  // each rank's tuner moves, once done
     std::array<std::atomic<bool>, 2> done{};
+    rmp::testing::SharedRounds rounds(kRoundTrips, kMostRoundTrips);
+    std::array<Seen, 2> seen;
     run_thread_ranks(2, [&](ThreadRank& t) {
       const int me = t.world.rank(), peer = 1 - me;
-      const std::uint64_t settled = pingpong(t);
+      const std::uint64_t settled = pingpong(t, rounds, &seen);
       const rmp::rt::Counters& c = t.ctx.counters();
       moves[static_cast<std::size_t>(me)] = c.tune_moves;
       done[static_cast<std::size_t>(me)] = true;
@@ -608,12 +629,14 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
       if (me == 0) EXPECT_GT(c.tune_explorations, 0u);
       else EXPECT_GT(c.tune_answers, 0u);
       EXPECT_GE(settled, 1u) << "rank " << t.world.rank();
-      EXPECT_LE(settled, static_cast<std::uint64_t>(kRoundTrips)) << "rank " << t.world.rank();
+      EXPECT_LE(settled, static_cast<std::uint64_t>(rounds.total())) << "rank " << me;
     });
   }
   rmp::testing::ScopedEnv tune("RMP_TUNE", "static"), eager("RMP_EAGER_THRESHOLD", "16384");
+  rmp::testing::SharedRounds rounds(kRoundTrips, kRoundTrips);
   run_thread_ranks(2, [&](ThreadRank& t) {
-    EXPECT_EQ(pingpong(t), 0u) << "rendezvous by the static rule: rank " << t.world.rank();
+    EXPECT_EQ(pingpong(t, rounds, nullptr), 0u)
+        << "rendezvous by the static rule: rank " << t.world.rank();
     EXPECT_GE(t.ctx.counters().msgs_rndv, static_cast<std::uint64_t>(kRoundTrips));
   });
 }
@@ -629,17 +652,21 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
 // rank 1 as well.)
 TEST(P2pThreads, ExploredSendsAlone_AnsweredInKind) {
   constexpr std::size_t kBytes = 64 << 10;
-  constexpr int kRoundTrips = 300, kTag = 13;
+  constexpr int kRoundTrips = 300, kMostRoundTrips = 1 << 20, kTag = 13;
   rmp::testing::ScopedEnv tune("RMP_TUNE", "adaptive"), eager("RMP_EAGER_THRESHOLD", "49152");
   std::array<std::atomic<std::uint64_t>, 2> answers{}, explorations{};
   std::array<std::atomic<bool>, 2> done{};
+  // Past kRoundTrips until rank 0 has explored 3 sends and rank 1 has answered 3 (each publishes
+  // its counts after every round trip).
+  rmp::testing::SharedRounds rounds(kRoundTrips, kMostRoundTrips);
+  std::array<std::atomic<std::uint64_t>, 2> seen{};  // rank 0's explorations, rank 1's answers
   run_thread_ranks(2, [&](ThreadRank& t) {
     auto& e = t.engine;
     const int me = t.world.rank(), peer = 1 - me;
     std::vector<unsigned char> out(kBytes), in(kBytes), want(kBytes);
     const std::size_t grant = e.credits_to(peer);  // nothing sent yet: the whole grant
     const std::uint64_t eager_before = t.ctx.counters().msgs_eager;
-    for (int i = 0; i < kRoundTrips; ++i) {
+    for (int i = 0; rounds.next(me, i, seen[0] >= 3 && seen[1] >= 3); ++i) {
       // memset and memcmp, not a loop over the bytes: in the Debug sanitizer build such loops
       // took ~0.8 ms a round trip, more than 16 times a send's 30-50 us, and the tuner takes
       // sends that far apart for an application's computing and leaves them unjudged
@@ -655,6 +682,8 @@ TEST(P2pThreads, ExploredSendsAlone_AnsweredInKind) {
       }
       ASSERT_EQ(std::memcmp(in.data(), want.data(), kBytes), 0)
           << "rank " << me << ", round trip " << i;
+      const rmp::rt::Counters& now = t.ctx.counters();
+      seen[static_cast<std::size_t>(me)] = me == 0 ? now.tune_explorations : now.tune_answers;
     }
     const rmp::rt::Counters& c = t.ctx.counters();
     answers[static_cast<std::size_t>(me)] = c.tune_answers;

@@ -25,6 +25,42 @@ struct ThreadRank {
   rt::InProcessStore& store;  // the job's (rt::report_peer_failure)
 };
 
+// How many rounds of a ping-pong between two thread ranks run, as rank 0 decides round by
+// round: at least `least`, then until what rank 0 waits for has happened (a tuner's first
+// exploration, say), at most `most` rounds or `cap` of time. A fixed count ended before the
+// tuner explored at all when tests ran in parallel: on a loaded machine the ranks are
+// descheduled between sends, and the tuner leaves sends that far apart unjudged
+// (ProtocolTuner::kGapFactor).
+class SharedRounds {
+public:
+  SharedRounds(int least, int most, std::chrono::seconds cap = std::chrono::seconds(30))
+      : least_(least), most_(most), end_(std::chrono::steady_clock::now() + cap) {}
+  // Rank 0, before round i: whether it runs (`seen`: what the rounds wait for has happened).
+  bool lead(int i, bool seen) {
+    const bool go = i < least_ || (i < most_ && !seen && std::chrono::steady_clock::now() < end_);
+    if (go) decided_.store(i + 1, std::memory_order_release);
+    else total_.store(i, std::memory_order_release);
+    return go;
+  }
+  // Rank 1, before round i: whether it runs, as rank 0 decided.
+  bool follow(int i) const {
+    for (;;) {
+      if (decided_.load(std::memory_order_acquire) > i) return true;
+      const int t = total_.load(std::memory_order_acquire);
+      if (t >= 0 && t <= i) return false;
+      std::this_thread::yield();
+    }
+  }
+  bool next(int rank, int i, bool seen) { return rank == 0 ? lead(i, seen) : follow(i); }
+  // Rounds run in all (once rank 0 ended them).
+  int total() const { return total_.load(std::memory_order_acquire); }
+
+private:
+  const int least_, most_;
+  const std::chrono::steady_clock::time_point end_;
+  std::atomic<int> decided_{0}, total_{-1};
+};
+
 // Runs fn on n thread-ranks; rethrows the first exception any of them threw.
 inline void run_thread_ranks(int n, const std::function<void(ThreadRank&)>& fn) {
   auto store = rt::make_in_process_store(n);
