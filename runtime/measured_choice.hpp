@@ -361,7 +361,6 @@ private:
     }
     const double rate = at_worst ? std::max(static_cast<double>(bytes) / seconds, b.rate[mode])
                                  : static_cast<double>(bytes) / seconds;
-    if (!at_worst) b.plain |= 1u << mode;
     // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
     // pages in and find caches cold (a collective's chunks are used in turn, so the second
     // use of a mode may be the first in its chunk), and one such sample in the average made
@@ -437,7 +436,6 @@ private:
     int last_mode = -1;  // mode of the last use recorded
     int held = -1;       // the mode chosen last outside warm-up and exploration
     unsigned remeasured = 0;  // modes re-measured soon after the warm-up (warmup_only)
-    unsigned plain = 0;       // modes with a sample recorded by record() (not at worst)
     unsigned stale = 0;  // modes to re-measure at the next turn, due at once (conditions_changed)
     // The held mode's steady rate: a slow average of its uses' rates, steadier than `rate`
     // (uses of 64 KiB in windows of 64, the first ones waiting for the sender: `rate` went
@@ -574,22 +572,16 @@ private:
   // into the chunks held at 31 GB/s on a warm-up of 31.2 against the split copy's 28.9, where the
   // split copy runs at 36-43 in the windows; 3 runs of 6).
   static constexpr double kWarmupBehind = 2.0;
-  // Re-measured soon too, under any pace and however far behind: a mode known only at worst
-  // (every sample of it record_best's), whose samples measured the inner choice's trial, maybe
-  // of the inner mode that loses by far. The chunks of an allgather of 1 MiB, 2 ranks, cores far
-  // apart, warmed up while their stores warmed up cached ones (500-900 us a call; streaming 80)
-  // and, 5x behind the direct path (102-115), were not measured again within a benchmark's run.
   int warmup_only(const Bucket& b, int best, std::size_t bytes) const {
+    if (!pace_.rejudge_warmup) return -1;
     const bool large = pace_.burst_bytes != 0 && bytes >= pace_.burst_bytes;
     const double behind = large ? 1 + pace_.hysteresis : kWarmupBehind;
     int pick = -1;
-    for (int m = 0; m < N; ++m) {
-      if (!enabled(m) || m == best || (b.remeasured >> m & 1) != 0) continue;
-      const bool at_worst_only = b.samples[m] > 0 && (b.plain >> m & 1) == 0;
-      const bool close = pace_.rejudge_warmup && rejudges(m) && b.samples[m] <= kWarmup &&
-                         b.rate[best] <= behind * b.rate[m];
-      if ((at_worst_only || close) && (pick < 0 || b.rate[m] > b.rate[pick])) pick = m;
-    }
+    for (int m = 0; m < N; ++m)
+      if (enabled(m) && rejudges(m) && m != best && b.samples[m] <= kWarmup &&
+          (b.remeasured >> m & 1) == 0 && b.rate[best] <= behind * b.rate[m] &&
+          (pick < 0 || b.rate[m] > b.rate[pick]))
+        pick = m;
     return pick;
   }
   // The fastest mode other than `best` whose conditions changed (-1: none).

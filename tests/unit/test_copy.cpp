@@ -528,51 +528,6 @@ TEST(MeasuredChoice, RecordBest_AnInnerTrialDoesNotSinkTheMode) {
   EXPECT_LT(late[0], late[1]) << "record() let point-to-point take over";
 }
 
-// A mode known only at worst (every sample of it taken while a choice inside it was on trial,
-// record_best) is measured again soon after the warm-up, however far behind it looked. A model
-// of a node-shared allgather of 1 MiB, 2 ranks, as traced: the path choice (the chunks 0,
-// point-to-point 1, the direct path 2, with the path choice's pace) and the chunks' own choice
-// of store (cached 0, streaming 1, with the stores' pace) inside it. Cores far apart: the chunks
-// take 500 us a call with cached stores and 80 with streaming ones, point-to-point 110, the
-// direct path 102. The chunks' warm-up fell on the stores' warm-up of cached ones; 5x behind,
-// they waited for a turn past the end of a benchmark's 71 calls, and the direct path served
-// them. Cores near (cached 70, streaming 130, point-to-point 100, direct 87), the chunks hold
-// as before.
-TEST(MeasuredChoice, KnownOnlyAtWorst_MeasuredAgainSoon) {
-  struct Costs {
-    double cached, streaming, p2p, direct;
-  };
-  auto chunk_calls_late = [](const Costs& k) {
-    rmp::rt::MeasuredChoice<3> path(0b111, {.period = 64,
-                                            .burst = 4,
-                                            .favour = 0,
-                                            .margin = 0.15,
-                                            .hysteresis = 0.05,
-                                            .rejudge_warmup = true,
-                                            .rejudge_modes = 0b011});
-    rmp::rt::MeasuredChoice<2> store(0b11, {.period = 64, .burst = 2, .favour = 0, .margin = 0.15});
-    const std::size_t bytes = 1 << 20;
-    int late = 0;  // chunk calls among the last 40 of 71
-    for (int i = 0; i < 71; ++i) {
-      const int m = path.choose(bytes);
-      double us = m == 1 ? k.p2p : k.direct;
-      bool inner_trial = false;
-      if (m == 0) {
-        const int s = store.choose(bytes);
-        inner_trial = store.last_was_trial();
-        us = s == 0 ? k.cached : k.streaming;
-        store.record(s, bytes, us * 1e-6);
-        late += i >= 31;
-      }
-      if (inner_trial) path.record_best(m, bytes, us * 1e-6);
-      else path.record(m, bytes, us * 1e-6);
-    }
-    return late;
-  };
-  EXPECT_GE(chunk_calls_late({500, 80, 110, 102}), 34) << "far: the chunks with streaming stores";
-  EXPECT_GE(chunk_calls_late({70, 130, 100, 87}), 34) << "near: the chunks with cached stores";
-}
-
 // Pace::favour with a margin: the favoured mode keeps being chosen unless another is more than
 // `margin` faster. A model of the node-shared path choice of an allgather of 1 MiB, 2 ranks,
 // cores near, which favours the chunks (mode 0) by 15 %: they run at 64 us a call;
