@@ -95,6 +95,22 @@ struct alignas(kLine) TagLine {
 };
 static_assert(sizeof(TagLine) == kLine && kRoundTags <= std::size(TagLine{}.tag) &&
               kBcastSlots <= std::size(TagLine{}.tag) && kReduceSlots <= std::size(TagLine{}.tag));
+// The small bcasts' published line (a TagLine whose tags past the slots' hold data): a bcast of
+// up to kBcastInline bytes also travels beside the count, so that a receiver that finds it the
+// latest one reads one line moved from the root's core, not two (the slot's too). The count
+// and the data are a sequence lock: before writing the data of a bcast the root sets the count
+// to the one before with kBusyTag, so that a receiver that read data of a later bcast sees the
+// count changed and copies its slot instead.
+constexpr std::size_t kBcastInline = 24;
+struct alignas(kLine) PublishedBcastLine {
+  std::atomic<std::uint64_t> gen;
+  std::atomic<std::uint16_t> tag[kBcastSlots];
+  std::atomic<std::uint64_t> data[kBcastInline / sizeof(std::uint64_t)];
+};
+static_assert(sizeof(PublishedBcastLine) == kLine &&
+              offsetof(PublishedBcastLine, data) == sizeof(std::uint64_t) + 2 * kBcastSlots &&
+              sizeof(PublishedBcastLine::data) == kLine - offsetof(PublishedBcastLine, data));
+constexpr std::uint64_t kBusyTag = kTagMask;
 // A rank's record of its current call, written as a sequence lock: `begun` first, then the
 // fields, then `call` (a reader whose `begun` differs from the `call` it read saw a write
 // under way). `what` packs the collective, the element type + 1, the op + 1, the compression
@@ -470,27 +486,50 @@ public:
     }
     copy_bytes(bcast_slot(c.rank(), b), buf, bytes);
     if (track_cpus_) publish_cpu(c);
-    tag_line(c.rank(), kPublished)
-        .tag[b % kBcastSlots]
-        .store(tag_for(b), std::memory_order_relaxed);
-    published_line(c.rank()).store(b << kTagBits | tag_for(b), std::memory_order_release);
+    PublishedBcastLine& pl = published_bcast_line(c.rank());
+    pl.tag[b % kBcastSlots].store(tag_for(b), std::memory_order_relaxed);
+    if (bytes <= kBcastInline) {
+      // The data beside the count (sequence lock: the count marked busy first).
+      // (The busy count released too: a receiver of bcast b - 1 that reads it must see that
+      // bcast's slot, written before.)
+      std::uint64_t words[kBcastInline / 8] = {};
+      if (bytes) std::memcpy(words, buf, bytes);
+      pl.gen.store((b - 1) << kTagBits | kBusyTag, std::memory_order_release);
+      std::atomic_thread_fence(std::memory_order_release);  // the count before the data
+      for (std::size_t i = 0; i < (bytes + 7) / 8; ++i)
+        pl.data[i].store(words[i], std::memory_order_relaxed);
+    }
+    pl.gen.store(b << kTagBits | tag_for(b), std::memory_order_release);
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
   void small_bcast_receive(const CommImpl& c, void* buf, std::size_t bytes, int root,
                            std::uint64_t b) {
     // The published line holds the latest bcast's number above its tag: this one's tag there,
     // or in the root's slot tags when it has published later ones since.
+    // Still the latest, it may have its data beside the count: read it, then the count again
+    // (changed: the root has begun writing a later bcast's data there, and the slot serves).
+    PublishedBcastLine& pl = published_bcast_line(root);
     std::uint64_t seen = 0;
     wait_one_until(c, root, [&](int q) {
-      seen = published_line(q).load(std::memory_order_acquire);
+      seen = published_bcast_line(q).gen.load(std::memory_order_acquire);
       return seen < b << kTagBits;
     });
-    if ((seen >> kTagBits == b
-             ? seen & kTagMask
-             : tag_line(root, kPublished).tag[b % kBcastSlots].load(std::memory_order_relaxed)) !=
+    const bool latest = seen >> kTagBits == b && (seen & kTagMask) != kBusyTag;
+    if ((latest ? seen & kTagMask : pl.tag[b % kBcastSlots].load(std::memory_order_relaxed)) !=
         tag_for(b)) [[unlikely]]
       mismatch(c, root);
-    copy_bytes(buf, bcast_slot(root, b), bytes);
+    bool copied = false;
+    if (latest && bytes <= kBcastInline) {
+      std::uint64_t words[kBcastInline / 8];
+      for (std::size_t i = 0; i < (bytes + 7) / 8; ++i)
+        words[i] = pl.data[i].load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (pl.gen.load(std::memory_order_relaxed) == seen) {
+        if (bytes) std::memcpy(buf, words, bytes);
+        copied = true;
+      }
+    }
+    if (!copied) copy_bytes(buf, bcast_slot(root, b), bytes);
     if (track_cpus_) publish_cpu(c);
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
@@ -869,7 +908,9 @@ private:
   std::atomic<std::uint64_t>& decision_line() { return line(0, 3).gen; }  // rank 0's
 
   std::atomic<std::uint64_t>& cpu_line(int rank) { return line(rank, 4).gen; }
-  std::atomic<std::uint64_t>& published_line(int rank) { return line(rank, kPublished).gen; }
+  PublishedBcastLine& published_bcast_line(int rank) {
+    return reinterpret_cast<PublishedBcastLine*>(base(rank))[kPublished];
+  }
   std::atomic<std::uint64_t>& consumed_line(int rank) { return line(rank, 6).gen; }
   std::atomic<std::uint64_t>& reduce_contributed_line(int rank) {
     return line(rank, kContributed).gen;

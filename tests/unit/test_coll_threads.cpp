@@ -421,6 +421,34 @@ TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
   });
 }
 
+// Small node-shared bcasts of up to 24 bytes travel beside the root's published count too, as
+// a sequence lock (PublishedBcastLine): a receiver that finds its bcast the latest copies it
+// from there, else (the root already writing a later one there) from its slot. Many bcasts in
+// a row, sizes around that bound, with the root running up to its 16 slots ahead of receivers
+// that now and then stall: every receiver gets every bcast's own bytes.
+TEST(CollThreads, SmallBcasts_RootRunningAhead_EveryReceiverGetsEachOnesBytes) {
+  constexpr int kCalls = 3000;
+  for_rank_counts(
+      [&](ThreadRank& t, Failures& f) {
+        const int n = t.world.size(), me = t.world.rank();
+        for (int i = 0; i < kCalls; ++i) {
+          const std::size_t bytes = static_cast<std::size_t>(i % 27);  // 0-26: both sides of 24
+          const int root = (i / 500) % n;
+          const auto salt = static_cast<std::uint64_t>(i) + 1;
+          std::vector<std::byte> buf = me == root ? pattern_block(root, bytes, salt)
+                                                  : std::vector<std::byte>(bytes, std::byte{0xee});
+          // A receiver stalls now and then, so that the root runs ahead and writes later
+          // bcasts beside its count while this one is being read.
+          if (me != root && (i + me) % 97 == 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          bcast_shm(t.world, buf.data(), bytes, root);
+          f.equal(buf.data(), pattern_block(root, bytes, salt).data(), bytes,
+                  where("shm", n, me, bytes, root));
+        }
+      },
+      {2, 3, 4});
+}
+
 namespace {
 
 using ReduceFn = void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op,
