@@ -95,22 +95,56 @@ struct alignas(kLine) TagLine {
 };
 static_assert(sizeof(TagLine) == kLine && kRoundTags <= std::size(TagLine{}.tag) &&
               kBcastSlots <= std::size(TagLine{}.tag) && kReduceSlots <= std::size(TagLine{}.tag));
-// The small bcasts' published line (a TagLine whose tags past the slots' hold data): a bcast of
-// up to kBcastInline bytes also travels beside the count, so that a receiver that finds it the
-// latest one reads one line moved from the root's core, not two (the slot's too). The count
-// and the data are a sequence lock: before writing the data of a bcast the root sets the count
-// to the one before with kBusyTag, so that a receiver that read data of a later bcast sees the
-// count changed and copies its slot instead.
-constexpr std::size_t kBcastInline = 24;
-struct alignas(kLine) PublishedBcastLine {
+// The small bcasts' published line and the small reduces' contributed lines (TagLines whose
+// tags past the slots' hold data): a bcast or a contribution of up to kSlotInline bytes also
+// travels beside the count, so that a reader that finds it the latest reads one line moved from
+// the writer's core, not two (the slot's too). The count and the data are a sequence lock:
+// before writing the data the writer sets the count to the one before with kBusyTag, so that a
+// reader that read data of a later one sees the count changed and copies the slot instead.
+constexpr std::size_t kSlotInline = 24;
+struct alignas(kLine) CountLine {
   std::atomic<std::uint64_t> gen;
   std::atomic<std::uint16_t> tag[kBcastSlots];
-  std::atomic<std::uint64_t> data[kBcastInline / sizeof(std::uint64_t)];
+  std::atomic<std::uint64_t> data[kSlotInline / sizeof(std::uint64_t)];
 };
-static_assert(sizeof(PublishedBcastLine) == kLine &&
-              offsetof(PublishedBcastLine, data) == sizeof(std::uint64_t) + 2 * kBcastSlots &&
-              sizeof(PublishedBcastLine::data) == kLine - offsetof(PublishedBcastLine, data));
+static_assert(sizeof(CountLine) == kLine && kReduceSlots == kBcastSlots &&
+              offsetof(CountLine, data) == sizeof(std::uint64_t) + 2 * kBcastSlots &&
+              sizeof(CountLine::data) == kLine - offsetof(CountLine, data));
 constexpr std::uint64_t kBusyTag = kTagMask;
+
+// Publishes number b with tag `tag` (its slot written already), its data beside the count
+// when `bytes` fit.
+void publish_count(CountLine& l, std::uint64_t b, std::uint16_t tag, const void* buf,
+                   std::size_t bytes) {
+  l.tag[b % kBcastSlots].store(tag, std::memory_order_relaxed);
+  if (bytes <= kSlotInline) {
+    // (The busy count released too: a reader of number b - 1 that reads it must see that
+    // one's slot, written before.)
+    std::uint64_t words[kSlotInline / 8] = {};
+    if (bytes) std::memcpy(words, buf, bytes);
+    l.gen.store((b - 1) << kTagBits | kBusyTag, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_release);  // the count before the data
+    for (std::size_t i = 0; i < (bytes + 7) / 8; ++i)
+      l.data[i].store(words[i], std::memory_order_relaxed);
+  }
+  l.gen.store(b << kTagBits | tag, std::memory_order_release);
+}
+// Whether count `seen` (read with acquire, not busy) is there with its data beside it: then
+// the data is copied to `to`.
+bool read_inline(const CountLine& l, std::uint64_t seen, void* to, std::size_t bytes) {
+  if (bytes > kSlotInline) return false;
+  std::uint64_t words[kSlotInline / 8];
+  for (std::size_t i = 0; i < (bytes + 7) / 8; ++i)
+    words[i] = l.data[i].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (l.gen.load(std::memory_order_relaxed) != seen) return false;
+  if (bytes) std::memcpy(to, words, bytes);
+  return true;
+}
+// Whether a count read is number b itself (not a later one, not a busy one).
+bool count_is(std::uint64_t seen, std::uint64_t b) {
+  return seen >> kTagBits == b && (seen & kTagMask) != kBusyTag;
+}
 // A rank's record of its current call, written as a sequence lock: `begun` first, then the
 // fields, then `call` (a reader whose `begun` differs from the `call` it read saw a write
 // under way). `what` packs the collective, the element type + 1, the op + 1, the compression
@@ -486,49 +520,25 @@ public:
     }
     copy_bytes(bcast_slot(c.rank(), b), buf, bytes);
     if (track_cpus_) publish_cpu(c);
-    PublishedBcastLine& pl = published_bcast_line(c.rank());
-    pl.tag[b % kBcastSlots].store(tag_for(b), std::memory_order_relaxed);
-    if (bytes <= kBcastInline) {
-      // The data beside the count (sequence lock: the count marked busy first).
-      // (The busy count released too: a receiver of bcast b - 1 that reads it must see that
-      // bcast's slot, written before.)
-      std::uint64_t words[kBcastInline / 8] = {};
-      if (bytes) std::memcpy(words, buf, bytes);
-      pl.gen.store((b - 1) << kTagBits | kBusyTag, std::memory_order_release);
-      std::atomic_thread_fence(std::memory_order_release);  // the count before the data
-      for (std::size_t i = 0; i < (bytes + 7) / 8; ++i)
-        pl.data[i].store(words[i], std::memory_order_relaxed);
-    }
-    pl.gen.store(b << kTagBits | tag_for(b), std::memory_order_release);
+    publish_count(published_line(c.rank()), b, tag_for(b), buf, bytes);
     consumed_line(c.rank()).store(b, std::memory_order_release);
   }
   void small_bcast_receive(const CommImpl& c, void* buf, std::size_t bytes, int root,
                            std::uint64_t b) {
     // The published line holds the latest bcast's number above its tag: this one's tag there,
     // or in the root's slot tags when it has published later ones since.
-    // Still the latest, it may have its data beside the count: read it, then the count again
-    // (changed: the root has begun writing a later bcast's data there, and the slot serves).
-    PublishedBcastLine& pl = published_bcast_line(root);
+    // Still the latest, it may have its data beside the count (read_inline), else the slot.
+    CountLine& pl = published_line(root);
     std::uint64_t seen = 0;
     wait_one_until(c, root, [&](int q) {
-      seen = published_bcast_line(q).gen.load(std::memory_order_acquire);
+      seen = published_line(q).gen.load(std::memory_order_acquire);
       return seen < b << kTagBits;
     });
-    const bool latest = seen >> kTagBits == b && (seen & kTagMask) != kBusyTag;
+    const bool latest = count_is(seen, b);
     if ((latest ? seen & kTagMask : pl.tag[b % kBcastSlots].load(std::memory_order_relaxed)) !=
         tag_for(b)) [[unlikely]]
       mismatch(c, root);
-    bool copied = false;
-    if (latest && bytes <= kBcastInline) {
-      std::uint64_t words[kBcastInline / 8];
-      for (std::size_t i = 0; i < (bytes + 7) / 8; ++i)
-        words[i] = pl.data[i].load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (pl.gen.load(std::memory_order_relaxed) == seen) {
-        if (bytes) std::memcpy(buf, words, bytes);
-        copied = true;
-      }
-    }
+    const bool copied = latest && read_inline(pl, seen, buf, bytes);
     if (!copied) copy_bytes(buf, bcast_slot(root, b), bytes);
     if (track_cpus_) publish_cpu(c);
     consumed_line(c.rank()).store(b, std::memory_order_release);
@@ -557,10 +567,14 @@ public:
     slot_root = root;
     if (bytes) copy_bytes(reduce_slot(c.rank(), b), in, bytes);
     if (track_cpus_) publish_cpu(c);
-    tag_line(c.rank(), kContributed)
-        .tag[b % kReduceSlots]
-        .store(tag_for(b), std::memory_order_relaxed);
-    reduce_contributed_line(c.rank()).store(b << kTagBits | tag_for(b), std::memory_order_release);
+    publish_count(contributed_line(c.rank()), b, tag_for(b), in, bytes);
+  }
+  // At the root, once every rank contributed b: rank q's contribution, from beside its count
+  // while that is still b (into `scratch`, kSlotInline bytes), else from its slot.
+  const std::byte* contribution(int q, std::uint64_t b, std::size_t bytes, std::byte* scratch) {
+    CountLine& l = contributed_line(q);
+    const std::uint64_t seen = l.gen.load(std::memory_order_acquire);
+    return count_is(seen, b) && read_inline(l, seen, scratch, bytes) ? scratch : reduce_slot(q, b);
   }
   // At the root, after its own contribution: waits for everyone's, and compares their tags
   // (as small_bcast_receive: in the contributed line, or in the slot tags of a rank that has
@@ -568,12 +582,11 @@ public:
   void small_reduce_wait_all(const CommImpl& c, std::uint64_t b) {
     int differs = -1;
     wait_all_until(c, [&](int q) {
-      const std::uint64_t v = reduce_contributed_line(q).load(std::memory_order_acquire);
+      CountLine& l = contributed_line(q);
+      const std::uint64_t v = l.gen.load(std::memory_order_acquire);
       if (v < b << kTagBits) return true;
       const std::uint64_t t =
-          v >> kTagBits == b
-              ? v & kTagMask
-              : tag_line(q, kContributed).tag[b % kReduceSlots].load(std::memory_order_relaxed);
+          count_is(v, b) ? v & kTagMask : l.tag[b % kReduceSlots].load(std::memory_order_relaxed);
       if (t != tag_for(b) && differs < 0) [[unlikely]]
         differs = q;
       return false;
@@ -908,12 +921,12 @@ private:
   std::atomic<std::uint64_t>& decision_line() { return line(0, 3).gen; }  // rank 0's
 
   std::atomic<std::uint64_t>& cpu_line(int rank) { return line(rank, 4).gen; }
-  PublishedBcastLine& published_bcast_line(int rank) {
-    return reinterpret_cast<PublishedBcastLine*>(base(rank))[kPublished];
+  CountLine& published_line(int rank) {
+    return reinterpret_cast<CountLine*>(base(rank))[kPublished];
   }
   std::atomic<std::uint64_t>& consumed_line(int rank) { return line(rank, 6).gen; }
-  std::atomic<std::uint64_t>& reduce_contributed_line(int rank) {
-    return line(rank, kContributed).gen;
+  CountLine& contributed_line(int rank) {
+    return reinterpret_cast<CountLine*>(base(rank))[kContributed];
   }
   std::atomic<std::uint64_t>& reduce_consumed_line(int rank) { return line(rank, 8).gen; }
   TagLine& tag_line(int rank, std::size_t i) { return reinterpret_cast<TagLine*>(base(rank))[i]; }
@@ -1722,8 +1735,15 @@ void shm_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out, st
     if (c.rank() != root) return;
     ns.small_reduce_wait_all(c, b);
     if (bytes) {
+      // The others' contributions from beside their counts where they still are (two scratch
+      // blocks: the first two parts are read together).
+      alignas(8) std::byte scratch[2][kSlotInline];
       combine_in_rank_order(
-          op, t, c.size(), [&](int q) { return ns.reduce_slot(q, b); }, out, count);
+          op, t, c.size(),
+          [&](int q) {
+            return q == root ? ns.reduce_slot(q, b) : ns.contribution(q, b, bytes, scratch[q & 1]);
+          },
+          out, count);
     }
     ns.small_reduce_consumed(c, b);
     return;

@@ -449,6 +449,39 @@ TEST(CollThreads, SmallBcasts_RootRunningAhead_EveryReceiverGetsEachOnesBytes) {
       {2, 3, 4});
 }
 
+// Small node-shared reduces likewise: each contribution of up to 24 bytes also travels beside
+// its rank's count (CountLine), and the root reads it from there while the count is still that
+// reduce's. Contributors run up to 16 reduces ahead of a root that now and then stalls, and the
+// root changes every 500: every root gets every reduce's own sum.
+TEST(CollThreads, SmallReduces_ContributorsRunningAhead_EveryRootGetsEachOnesSum) {
+  constexpr int kCalls = 3000;
+  for_rank_counts(
+      [&](ThreadRank& t, Failures& f) {
+        const int n = t.world.size(), me = t.world.rank();
+        for (int i = 0; i < kCalls; ++i) {
+          const std::size_t count = static_cast<std::size_t>(i % 5);  // 0-32 bytes of int64
+          const int root = (i / 500) % n;
+          auto value = [&](int rank, std::size_t k) {
+            return static_cast<std::int64_t>(i) * 1000003 + rank * 7919 +
+                   static_cast<std::int64_t>(k);
+          };
+          std::vector<std::int64_t> in(count), out(count, -1), want(count, 0);
+          for (std::size_t k = 0; k < count; ++k) {
+            in[k] = value(me, k);
+            for (int q = 0; q < n; ++q) want[k] += value(q, k);
+          }
+          if (me == root && (i + n) % 97 == 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          reduce_shm(t.world, in.data(), out.data(), count, sizeof(std::int64_t), Type::i64,
+                     Op::sum, root);
+          if (me == root)
+            f.equal(out.data(), want.data(), count * sizeof(std::int64_t),
+                    where("shm", n, me, count * sizeof(std::int64_t), root));
+        }
+      },
+      {2, 3, 4});
+}
+
 namespace {
 
 using ReduceFn = void (*)(const CommImpl&, const void*, void*, std::size_t, std::size_t, Type, Op,
