@@ -84,7 +84,8 @@ static_assert((kRecordLine + 1) * sizeof(FlagLine) <= 4096);
 // Call tags (CallSig): 16 bits of a hash of what the call was called with. A flag line's word
 // holds the generation above them; the round line and the small bcasts' published and the
 // small reduces' contributed lines hold a tag per round (round mod kRoundTags) or slot beside
-// their count (TagLine), written before the count that says the round or slot is ready; those
+// their count (TagLine, CountLine), written before the count that says the round or slot is
+// ready; those
 // are mixed with the round's or slot's number (NodeShared::tag_for).
 constexpr unsigned kTagBits = 16;
 constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
@@ -95,12 +96,14 @@ struct alignas(kLine) TagLine {
 };
 static_assert(sizeof(TagLine) == kLine && kRoundTags <= std::size(TagLine{}.tag) &&
               kBcastSlots <= std::size(TagLine{}.tag) && kReduceSlots <= std::size(TagLine{}.tag));
-// The small bcasts' published line and the small reduces' contributed lines (TagLines whose
-// tags past the slots' hold data): a bcast or a contribution of up to kSlotInline bytes also
-// travels beside the count, so that a reader that finds it the latest reads one line moved from
-// the writer's core, not two (the slot's too). The count and the data are a sequence lock:
-// before writing the data the writer sets the count to the one before with kBusyTag, so that a
-// reader that read data of a later one sees the count changed and copies the slot instead.
+// The small bcasts' published line and the small reduces' contributed lines (a TagLine's
+// layout, the tags past the slots' holding data): a bcast or a contribution of up to kSlotInline
+// bytes also travels beside the count, so that a reader that finds it the latest reads one line
+// moved from the writer's core, not two (the slot's too). The count and the data are a sequence
+// lock: before writing the data of number b the writer sets the count to b - 1 with kBusyTag
+// (below b's, above any earlier number's), so that a reader that read data of a later one sees
+// the count changed and copies the slot instead. (Small bcasts are numbered on every rank, so
+// b - 1 may be a bcast of another root: the line's count only grows all the same.)
 constexpr std::size_t kSlotInline = 24;
 struct alignas(kLine) CountLine {
   std::atomic<std::uint64_t> gen;
@@ -118,8 +121,8 @@ void publish_count(CountLine& l, std::uint64_t b, std::uint16_t tag, const void*
                    std::size_t bytes) {
   l.tag[b % kBcastSlots].store(tag, std::memory_order_relaxed);
   if (bytes <= kSlotInline) {
-    // (The busy count released too: a reader of number b - 1 that reads it must see that
-    // one's slot, written before.)
+    // (The busy count released too: a reader of any earlier number that reads it must see
+    // that one's slot and tag, written before.)
     std::uint64_t words[kSlotInline / 8] = {};
     if (bytes) std::memcpy(words, buf, bytes);
     l.gen.store((b - 1) << kTagBits | kBusyTag, std::memory_order_release);
@@ -526,8 +529,9 @@ public:
   void small_bcast_receive(const CommImpl& c, void* buf, std::size_t bytes, int root,
                            std::uint64_t b) {
     // The published line holds the latest bcast's number above its tag: this one's tag there,
-    // or in the root's slot tags when it has published later ones since.
-    // Still the latest, it may have its data beside the count (read_inline), else the slot.
+    // or in the root's slot tags when it has published later ones since or is writing a later
+    // one's data (busy). Still the latest, it may have its data beside the count (read_inline),
+    // else the slot serves.
     CountLine& pl = published_line(root);
     std::uint64_t seen = 0;
     wait_one_until(c, root, [&](int q) {
@@ -572,6 +576,7 @@ public:
   // At the root, once every rank contributed b: rank q's contribution, from beside its count
   // while that is still b (into `scratch`, kSlotInline bytes), else from its slot.
   const std::byte* contribution(int q, std::uint64_t b, std::size_t bytes, std::byte* scratch) {
+    if (bytes > kSlotInline) return reduce_slot(q, b);
     CountLine& l = contributed_line(q);
     const std::uint64_t seen = l.gen.load(std::memory_order_acquire);
     return count_is(seen, b) && read_inline(l, seen, scratch, bytes) ? scratch : reduce_slot(q, b);

@@ -422,7 +422,7 @@ TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
 }
 
 // Small node-shared bcasts of up to 24 bytes travel beside the root's published count too, as
-// a sequence lock (PublishedBcastLine): a receiver that finds its bcast the latest copies it
+// a sequence lock (CountLine): a receiver that finds its bcast the latest copies it
 // from there, else (the root already writing a later one there) from its slot. Many bcasts in
 // a row, sizes around that bound, with the root running up to its 16 slots ahead of receivers
 // that now and then stall: every receiver gets every bcast's own bytes.
@@ -455,31 +455,57 @@ TEST(CollThreads, SmallBcasts_RootRunningAhead_EveryReceiverGetsEachOnesBytes) {
 // root changes every 500: every root gets every reduce's own sum.
 TEST(CollThreads, SmallReduces_ContributorsRunningAhead_EveryRootGetsEachOnesSum) {
   constexpr int kCalls = 3000;
-  for_rank_counts(
-      [&](ThreadRank& t, Failures& f) {
-        const int n = t.world.size(), me = t.world.rank();
-        for (int i = 0; i < kCalls; ++i) {
-          const std::size_t count = static_cast<std::size_t>(i % 5);  // 0-32 bytes of int64
-          const int root = (i / 500) % n;
-          auto value = [&](int rank, std::size_t k) {
-            return static_cast<std::int64_t>(i) * 1000003 + rank * 7919 +
-                   static_cast<std::int64_t>(k);
-          };
-          std::vector<std::int64_t> in(count), out(count, -1), want(count, 0);
-          for (std::size_t k = 0; k < count; ++k) {
-            in[k] = value(me, k);
-            for (int q = 0; q < n; ++q) want[k] += value(q, k);
+  // Sums of bytes (0-26 of them: both sides of 24, sub-word lengths), of 64-bit integers (0-4)
+  // and of complex doubles (0-2: 16 and 32 bytes), every value exact.
+  struct Kind {
+    Type type;
+    std::size_t esize, most;
+  };
+  const Kind kinds[] = {{Type::u8, 1, 26}, {Type::i64, 8, 4}, {Type::c64, 16, 2}};
+  for (const Kind& k : kinds) {
+    SCOPED_TRACE("type " + std::to_string(static_cast<int>(k.type)));
+    for_rank_counts(
+        [&](ThreadRank& t, Failures& f) {
+          const int n = t.world.size(), me = t.world.rank();
+          for (int i = 0; i < kCalls; ++i) {
+            const std::size_t count = static_cast<std::size_t>(i) % (k.most + 1);
+            const int root = (i / 500) % n;
+            // Element j of rank q's contribution as an integer (u8: its low byte; c64: the real
+            // part, below 2^20 so that sums stay exact; the imaginary part is -q).
+            auto value = [&](int q, std::size_t j) {
+              const std::int64_t v =
+                  static_cast<std::int64_t>(i) * 1000003 + q * 7919 + static_cast<std::int64_t>(j);
+              return k.type == Type::c64 ? v % (1 << 20) : v;
+            };
+            std::vector<std::byte> in(count * k.esize), out(count * k.esize, std::byte{0xee}),
+                want(count * k.esize);
+            for (std::size_t j = 0; j < count; ++j) {
+              std::int64_t sum = 0;
+              for (int q = 0; q < n; ++q) sum += value(q, j);
+              if (k.type == Type::u8) {
+                in[j] = static_cast<std::byte>(value(me, j));
+                want[j] = static_cast<std::byte>(sum);
+              } else if (k.type == Type::i64) {
+                const std::int64_t v = value(me, j);
+                std::memcpy(&in[j * 8], &v, 8);
+                std::memcpy(&want[j * 8], &sum, 8);
+              } else {
+                const std::complex<double> v(static_cast<double>(value(me, j)), -1.0 * me),
+                    w(static_cast<double>(sum), -0.5 * n * (n - 1));
+                std::memcpy(&in[j * 16], &v, 16);
+                std::memcpy(&want[j * 16], &w, 16);
+              }
+            }
+            if (me == root && (i + me) % 97 == 0)
+              std::this_thread::sleep_for(std::chrono::microseconds(200));
+            reduce_shm(t.world, in.data(), out.data(), count, k.esize, k.type, Op::sum, root);
+            if (me == root)
+              f.equal(out.data(), want.data(), count * k.esize,
+                      where("shm", n, me, count * k.esize, root));
           }
-          if (me == root && (i + n) % 97 == 0)
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-          reduce_shm(t.world, in.data(), out.data(), count, sizeof(std::int64_t), Type::i64,
-                     Op::sum, root);
-          if (me == root)
-            f.equal(out.data(), want.data(), count * sizeof(std::int64_t),
-                    where("shm", n, me, count * sizeof(std::int64_t), root));
-        }
-      },
-      {2, 3, 4});
+        },
+        {2, 3, 4});
+  }
 }
 
 namespace {

@@ -42,12 +42,14 @@ public:
     else total_.store(i, std::memory_order_release);
     return go;
   }
-  // Rank 1, before round i: whether it runs, as rank 0 decided.
+  // Rank 1, before round i: whether it runs, as rank 0 decided (no, too, once rank 0 has been
+  // silent for 30 s past the cap: it left its rounds by a failed assertion or an exception).
   bool follow(int i) const {
     for (;;) {
       if (decided_.load(std::memory_order_acquire) > i) return true;
       const int t = total_.load(std::memory_order_acquire);
       if (t >= 0 && t <= i) return false;
+      if (std::chrono::steady_clock::now() > end_ + std::chrono::seconds(30)) return false;
       std::this_thread::yield();
     }
   }
