@@ -82,11 +82,10 @@ constexpr std::size_t kPidLine = 9, kProbeLine = 10, kProbeResultLine = 11, kSou
 static_assert((kRecordLine + 1) * sizeof(FlagLine) <= 4096);
 
 // Call tags (CallSig): 16 bits of a hash of what the call was called with. A flag line's word
-// holds the generation above them; the round line and the small bcasts' published and the
-// small reduces' contributed lines hold a tag per round (round mod kRoundTags) or slot beside
-// their count (TagLine, CountLine), written before the count that says the round or slot is
-// ready; those
-// are mixed with the round's or slot's number (NodeShared::tag_for).
+// holds the generation above them; the round line (TagLine) and the small bcasts' published and
+// the small reduces' contributed lines (CountLine, below) hold a tag per round (round mod
+// kRoundTags) or slot beside their count, written before the count that says the round or slot
+// is ready; those are mixed with the round's or slot's number (NodeShared::tag_for).
 constexpr unsigned kTagBits = 16;
 constexpr std::uint64_t kTagMask = (std::uint64_t{1} << kTagBits) - 1;
 constexpr std::size_t kRoundTags = 16;
@@ -94,8 +93,7 @@ struct alignas(kLine) TagLine {
   std::atomic<std::uint64_t> gen;
   std::atomic<std::uint16_t> tag[(kLine - sizeof(std::uint64_t)) / sizeof(std::uint16_t)];
 };
-static_assert(sizeof(TagLine) == kLine && kRoundTags <= std::size(TagLine{}.tag) &&
-              kBcastSlots <= std::size(TagLine{}.tag) && kReduceSlots <= std::size(TagLine{}.tag));
+static_assert(sizeof(TagLine) == kLine && kRoundTags <= std::size(TagLine{}.tag));
 // The small bcasts' published line and the small reduces' contributed lines (a TagLine's
 // layout, the tags past the slots' holding data): a bcast or a contribution of up to kSlotInline
 // bytes also travels beside the count, so that a reader that finds it the latest reads one line

@@ -565,7 +565,7 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
   constexpr std::size_t kBytes = 32 << 10;
   constexpr int kRoundTrips = 400, kMostRoundTrips = 1 << 20, kTag = 12;
   // What each rank has seen so far, published after every round trip, so that rank 0 goes on
-  // past kRoundTrips (`until_seen`) until it has explored, rank 1 has answered, and each has had
+  // past kRoundTrips (`seen` given) until it has explored, rank 1 has answered, and each has had
   // a get settled.
   struct Seen {
     std::atomic<std::uint64_t> explorations{0}, answers{0}, settled{0};
@@ -582,7 +582,7 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
       return s[0].explorations > 0 && s[1].answers > 0 && s[0].settled > 0 && s[1].settled > 0;
     };
     for (int i = 0; rounds.next(me, i, all_seen()); ++i) {
-      if (t.world.rank() == 0) {
+      if (me == 0) {
         e.wait(e.isend(t.world, Channel::user, data.data(), kBytes, 1, kTag, false));
         e.wait(e.irecv(t.world, Channel::user, data.data(), kBytes, 1, kTag));
       } else {
@@ -598,7 +598,7 @@ TEST(P2pThreads, ExploredRendezvous_GetsAreSettled) {
     }
     // Rank 1 sends back what it received: rank 0's bytes, intact, on both ranks.
     EXPECT_TRUE(std::all_of(data.begin(), data.end(), [](unsigned char b) { return b == 1; }))
-        << "rank " << t.world.rank();
+        << "rank " << me;
     return c.shm_gets_settled - before;
   };
   {
