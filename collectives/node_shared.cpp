@@ -344,14 +344,14 @@ public:
     for (auto& c : store_choice_)
       c = StoreChoice(store_modes, {.period = 64, .burst = 2, .favour = kCached, .margin = 0.15});
     own_cores_ = p2p_paths;
-    path_enabled_.fill(p2p_paths ? 1u << kShmPath | 1u << kP2pPath : 1u << kShmPath);
+    store_modes_ = store_modes;
+    for (std::size_t i = 0; i < path_times_.size(); ++i)
+      set_paths(i, p2p_paths ? 1u << kShmPath | 1u << kP2pPath : 1u << kShmPath);
     // Not an allreduce nor a floating reduce: point-to-point combines floating values in
     // another order, and two equal calls must give equal bits. They choose between their
     // node-shared paths alone.
-    path_enabled_[path_index(Coll::allreduce)] = 1u << kShmPath;
-    path_enabled_[path_index(Coll::reduce, false)] = 1u << kShmPath;
-    for (std::size_t i = 0; i < path_times_.size(); ++i)
-      path_times_[i] = PathTimes(path_enabled_[i], path_pace(path_enabled_[i]));
+    set_paths(path_index(Coll::allreduce), 1u << kShmPath);
+    set_paths(path_index(Coll::reduce, false), 1u << kShmPath);
   }
 
   NodeShared(const NodeShared&) = delete;
@@ -602,8 +602,17 @@ public:
   }
 
   // ---- Path choice (PathChoice) ----
-  static constexpr int kShmPath = 0, kP2pPath = 1, kDirectPath = 2;
-  using PathTimes = rt::MeasuredChoice<3>;
+  // The chunks with cached stores (kShmPath) and with streaming ones (kStreamPath) are two paths
+  // of one choice, where the kinds of store are both allowed (RMP_COLL_STORE=auto) and there is a
+  // choice of paths at all: a call that takes either has its kind of store set by the path
+  // (force_store) and does not ask the store's own choice. Nested, the path's choice judged the
+  // chunks on whichever kind of store the store's choice was trying: far apart, its warm-up of
+  // cached stores (500-900 us a call, allgather of 1 MiB, 2 ranks, against 80-95 with streaming
+  // ones) put the chunks 5x behind, and they were not measured again within a run (chosen 110.8
+  // us a call, the chunks forced 78.8).
+  static constexpr int kShmPath = 0, kP2pPath = 1, kDirectPath = 2, kStreamPath = 3;
+  using PathTimes = rt::MeasuredChoice<4>;
+  static bool chunks_path(int path) { return path == kShmPath || path == kStreamPath; }
   // The paths open to calls of index i (path_index; bit m for path m): a choice needs two.
   unsigned paths(std::size_t i) { return path_enabled_[i]; }
   PathTimes& path_times(std::size_t i) { return path_times_[i]; }
@@ -747,8 +756,7 @@ public:
          {path_index(Coll::alltoall), path_index(Coll::allreduce), path_index(Coll::allgather),
           path_index(Coll::reduce), path_index(Coll::reduce, false)}) {
       if (!own_cores_ && a != path_index(Coll::alltoall)) continue;
-      path_enabled_[a] |= 1u << kDirectPath;
-      path_times_[a] = PathTimes(path_enabled_[a], path_pace(path_enabled_[a]));
+      set_paths(a, path_enabled_[a] | 1u << kDirectPath);
     }
     // The bcast's direct path takes the place of its chunks where ranks have cores of their
     // own: it was the faster of the two at every size measured (2 ranks, both forced, in
@@ -762,9 +770,8 @@ public:
     // slower than the chunks: the decider, a reader, does not see the root wait for every
     // read.)
     const std::size_t a = path_index(Coll::bcast);
-    path_enabled_[a] =
-        (own_cores_ ? path_enabled_[a] & ~(1u << kShmPath) : path_enabled_[a]) | 1u << kDirectPath;
-    path_times_[a] = PathTimes(path_enabled_[a], path_pace(path_enabled_[a]));
+    const unsigned bcast = path_enabled_[a] & ~(1u << kStreamPath);
+    set_paths(a, (own_cores_ ? bcast & ~(1u << kShmPath) : bcast) | 1u << kDirectPath);
   }
 
   // ---- Chunked paths ----
@@ -820,9 +827,11 @@ public:
   public:
     Call(NodeShared& ns, const CommImpl& c, Use use, std::size_t bytes)
         : ns_(ns), use_(use), bytes_(bytes), chooses_(use == Use::bcast || c.rank() == 0) {
-      if (chooses_) {
+      if (ns_.forced_store_ >= 0) {  // by the call's path (force_store)
+        ns_.store_mode_ = ns_.forced_store_;
+        chooses_ = false;
+      } else if (chooses_) {
         ns_.store_mode_ = ns_.choice(use_).choose(bytes_);
-        ns_.store_trial_ = ns_.choice(use_).last_was_trial();
         if (use != Use::bcast)
           ns_.decision_line().store(static_cast<std::uint64_t>(ns_.store_mode_),
                                     std::memory_order_relaxed);
@@ -863,13 +872,11 @@ public:
   // Whether this call stores into chunks with streaming stores (for stores of its own, as
   // the compressed allreduce's encoding).
   bool streaming() const { return store_mode_ == kStreaming; }
-  // Whether this rank chose the kind of store of its last call through the chunks on trial
-  // (its warm-up or a burst), as the path decider's record wants to know; cleared as a path is
-  // chosen. Set only where this rank chooses the stores (Call: rank 0, a bcast's root): where
-  // the path decider is another rank (a reduce's root other than 0, a bcast's decider) it
-  // stays false, and those calls are recorded as any.
-  bool store_was_trial() const { return store_trial_; }
-  void clear_store_trial() { store_trial_ = false; }
+  // The kind of store of this rank's calls through the chunks until force_store(-1), set alike
+  // on every rank by a path announced to all (kShmPath, kStreamPath); -1: chosen per call.
+  void force_store(int mode) { forced_store_ = mode; }
+  // Whether calls of path index i choose between the two kinds of store as paths.
+  bool stores_are_paths(std::size_t i) const { return (path_enabled_[i] >> kStreamPath & 1) != 0; }
 
 private:
   void set_line(const CommImpl& c, std::size_t i, std::uint64_t v) {
@@ -1185,7 +1192,13 @@ private:
   // judged on its warm-up the direct path held at 25 us a call against the chunks' 16), not the
   // direct path, a cross-memory copy of buffers already touched (rejudge_modes): re-measured
   // soon, its burst cost the allgather of 1 MiB 2 % of a benchmark's time (8 interleaved pairs,
-  // 70.6 against 71.9 us; alltoall and reduce of 64 KiB - 4 MiB 0.93-1.02, noise).
+  // 70.6 against 71.9 us; alltoall and reduce of 64 KiB - 4 MiB 0.93-1.02, noise). Nor
+  // point-to-point where it competes with the favoured chunks (below): its early burst there
+  // never took over and was dear, its calls slower than in its warm-up as its buffers went onto
+  // huge pages (allgather, 2 ranks far: 1 MiB 209-515 us a call against the chunks' 80-100,
+  // 4 MiB 1.7-2.3 ms against 350-400), and with the chunks' two kinds of store warming up as
+  // paths it fell among a benchmark's timed calls (1 MiB far: 100-119 us a call against 78-85
+  // with the chunks forced; without it 82-101).
   // Where ranks have cores of their own and the choice is among node-shared paths alone (an
   // allreduce's, a floating reduce's), a path's first calls say what it costs, and each call of a
   // slow path is dear: a size class warms up the path its neighbour holds alone
@@ -1226,11 +1239,22 @@ private:
             .margin = favour_chunks ? 0.15 : 0.0,
             .hysteresis = 0.05,
             .rejudge_warmup = !nodeshared_only,
-            .rejudge_modes = 1u << kShmPath | 1u << kP2pPath,
+            .rejudge_modes = 1u << kShmPath | (favour_chunks ? 0u : 1u << kP2pPath),
             .warm_from_neighbour = nodeshared_only};
   }
+  // The paths open to calls of index i: `enabled`, and kStreamPath beside kShmPath where both
+  // kinds of store are allowed and there is a choice of paths besides.
+  void set_paths(std::size_t i, unsigned enabled) {
+    enabled &= ~(1u << kStreamPath);
+    if ((enabled >> kShmPath & 1) != 0 && std::popcount(enabled) >= 2 &&
+        store_modes_ == (1u << kCached | 1u << kStreaming))
+      enabled |= 1u << kStreamPath;
+    path_enabled_[i] = enabled;
+    path_times_[i] = PathTimes(enabled, path_pace(enabled));
+  }
   int store_mode_ = kCached;
-  bool store_trial_ = false;  // store_was_trial
+  int forced_store_ = -1;     // force_store
+  unsigned store_modes_ = 0;  // the kinds of store allowed (bit kCached, bit kStreaming)
 };
 
 namespace {
@@ -1592,7 +1616,11 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   }
   --run.left;
   path_ = run.path;
-  ns->clear_store_trial();
+  if (NodeShared::chunks_path(path_) && ns->stores_are_paths(index_)) {
+    stores_ = ns;
+    ns->force_store(path_ == NodeShared::kStreamPath ? NodeShared::kStreaming
+                                                     : NodeShared::kCached);
+  }
   rt::Counters& n = ctx.counters();
   ++(path_ == NodeShared::kP2pPath      ? n.coll_p2p_path
      : path_ == NodeShared::kDirectPath ? n.coll_direct_path
@@ -1620,15 +1648,11 @@ int bcast_decider(const CommImpl& c, NodeShared* ns, int root) {
 }
 
 PathChoice::~PathChoice() {
+  if (stores_) stores_->force_store(-1);
   if (timed_) timed_->set_root_waits(false);
   if (!timed_ || std::uncaught_exceptions() > unwinding_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  // A call through the chunks whose kind of store was on trial shows what the chunks can do
-  // at worst (MeasuredChoice::record_best). (The call after such a trial still pays for the
-  // lines the other kind of store left, and is recorded as any: one sample of an average.)
-  if (path_ == NodeShared::kShmPath && timed_->store_was_trial())
-    timed_->path_times(index_).record_best(path_, bytes_, s);
-  else timed_->path_times(index_).record(path_, bytes_, s);
+  timed_->path_times(index_).record(path_, bytes_, s);
 }
 
 void shm_barrier(const CommImpl& c, NodeShared& ns) { ns.arrive_and_wait(c, ns.next_gen()); }

@@ -99,10 +99,11 @@ public:
   bool direct() const { return path_ == 2; }
 
 private:
-  NodeShared* timed_ = nullptr;  // set at the decider
+  NodeShared* timed_ = nullptr;   // set at the decider
+  NodeShared* stores_ = nullptr;  // set where the path sets the chunks' kind of store
   std::size_t index_;            // NodeShared::path_index
   std::size_t bytes_;
-  int path_ = 0;  // NodeShared::kShmPath, kP2pPath or kDirectPath
+  int path_ = 0;       // NodeShared::kShmPath, kP2pPath, kDirectPath or kStreamPath
   int unwinding_ = 0;  // std::uncaught_exceptions() at construction
   std::chrono::steady_clock::time_point t0_{};
 };

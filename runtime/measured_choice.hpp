@@ -275,27 +275,7 @@ public:
   // is not counted: it pays for what the other left behind (lines in another core's cache, an
   // empty pipeline) or for first touches of memory, and counted once it made the better mode
   // look worse for many uses (allgather of 1 MiB: 185 us chosen vs 109 us possible).
-  void record(int mode, std::size_t bytes, double seconds) {
-    record_sample(mode, bytes, seconds, false);
-  }
-
-  // A use of `bytes` by `mode` that took `seconds` while a choice inside it was on trial (a
-  // node-shared path's call whose kind of store was warming up or re-measured): it shows what
-  // `mode` can do at worst, so it may raise the mode's rate but never lower it. It counts as a
-  // sample as with record(), taken at no less than the mode's rate so far: the best of the
-  // warm-up, a burst's median over it and two others (one fast call alone does not make a
-  // mode take over), the held mode's moving average moved up only. The held mode's steady
-  // rate is left alone (it is for Pace::judge_alike and steady_recent, which the path choice
-  // does not set). The chunks of an allgather of 1 MiB (2 ranks, cores ~50-90 ns apart) were
-  // held after their warm-up with cached stores, and their stores then tried streaming ones on
-  // the next calls: averaged in, those calls let point-to-point take over for the rest of the
-  // run (96-116 us a call, the chunks forced 65-70). With this, the chunks held in 4 runs of 7,
-  // against 1 of 7 before (medians 66 and 111 us). In the other 3, point-to-point had won the
-  // warm-up: a burst re-measuring the chunks can fall entirely on their stores' trial of the
-  // slower kind, and then never shows them with the faster one.
-  void record_best(int mode, std::size_t bytes, double seconds) {
-    record_sample(mode, bytes, seconds, true);
-  }
+  void record(int mode, std::size_t bytes, double seconds) { record_sample(mode, bytes, seconds); }
 
   // choose() for a caller that must tell others its choice (a collective's path, announced by
   // one rank): the mode for the next uses of `bytes` and how many of them (1 to `most`), so
@@ -351,7 +331,7 @@ public:
   double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
 
 private:
-  void record_sample(int mode, std::size_t bytes, double seconds, bool at_worst) {
+  void record_sample(int mode, std::size_t bytes, double seconds) {
     if (seconds <= 0) return;
     Bucket& b = bucket(bytes);
     if (b.last_mode != mode) {
@@ -359,8 +339,7 @@ private:
       b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
       return;
     }
-    const double rate = at_worst ? std::max(static_cast<double>(bytes) / seconds, b.rate[mode])
-                                 : static_cast<double>(bytes) / seconds;
+    const double rate = static_cast<double>(bytes) / seconds;
     // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
     // pages in and find caches cold (a collective's chunks are used in turn, so the second
     // use of a mode may be the first in its chunk), and one such sample in the average made
@@ -375,7 +354,7 @@ private:
       b.rate[mode] = burst_median(b, mode, rate, judged);
     else b.rate[mode] += kWeight * (rate - b.rate[mode]);
     ++b.samples[mode];
-    if (mode == b.held && !at_worst) {
+    if (mode == b.held) {
       if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
       else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
     }
