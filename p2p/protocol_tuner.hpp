@@ -166,7 +166,14 @@ public:
                       rndv_.sets_threshold
                           ? std::optional<rt::HillTuner::Setting>(setting(start[0] != kEager))
                           : std::nullopt);
-      if (rndv_stream_faster(bytes)) stream_.enable(b, setting(false), setting(true));
+      // A stream the model starts rendezvous has eager put behind, as a setting it moved away
+      // from, where the static rule too sends rendezvous; below the threshold eager is the
+      // defaults' choice, which one noisy window must not shut out (model_puts_far_behind).
+      if (rndv_stream_faster(bytes))
+        stream_.enable(b, setting(false),
+                       bytes > eager_threshold_
+                           ? std::optional<rt::HillTuner::Setting>(setting(true))
+                           : std::nullopt);
       else stream_.enable(b, start);
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
@@ -445,8 +452,16 @@ private:
   // on the latest one the model let a window of rendezvous through in one run of two. A model
   // that is wrong costs the tuner that bucket until the longest period has passed
   // (HillTuner::reject).
+  // Not the protocol the static rule takes for the size, though: the model's eager streams at
+  // link_bw are a guess (a short pipelined copy at calibration), and where it puts them behind
+  // it must not keep a bucket from the defaults' own choice for good. Cores near, link_bw
+  // calibrated at 11.8-12.3 GB/s where windows of 16 and 32 KiB eager sends ran at 25.8 and 27.6
+  // (below the eager threshold: eager by the static rule), the model started those streams
+  // rendezvous (19.5-20.8 GB/s) and, eager put 1.5x behind, never tried eager: the tuner at
+  // 1.24 and 1.41 of the static rule's time (12 interleaved pairs).
   static constexpr double kModelWorse = 1.5;
   bool model_puts_far_behind(std::size_t bucket, std::size_t bytes, bool candidate_eager) const {
+    if (candidate_eager == (bytes <= eager_threshold_)) return false;
     const Recent& r = recent_[bucket];
     const double model = model_cost(candidate_eager, bytes);
     if (r.next == 0 || model <= 0) return false;
