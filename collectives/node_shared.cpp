@@ -304,9 +304,10 @@ Error mismatch_error(const Record& mine, int q, const Record* theirs, bool left)
 // the writer's next stores into the same lines must first take them back from the readers.
 // Streaming stores send the lines to memory instead: slower when the cores are near (a
 // 1 MiB bcast between two ranks: 33 us cached, 65-100 us streaming), much faster when they
-// are far (200-290 us cached). So each rank chooses per collective and size class from the
-// times its own calls took (runtime/measured_choice.hpp); RMP_COLL_STORE forces one. The
-// choice is local: readers do not care how a chunk was written.
+// are far (200-290 us cached). So the kind of store is chosen per collective and size class
+// from the times calls took (runtime/measured_choice.hpp): as one of the paths where a call
+// chooses its path (PathChoice, force_store), else by the call's own store choice (Call);
+// RMP_COLL_STORE forces one. Readers do not care how a chunk was written.
 class NodeShared {
 public:
   enum class Use : std::uint8_t {
@@ -872,9 +873,10 @@ public:
   // Whether this call stores into chunks with streaming stores (for stores of its own, as
   // the compressed allreduce's encoding).
   bool streaming() const { return store_mode_ == kStreaming; }
-  // The kind of store of this rank's calls through the chunks until force_store(-1), set alike
-  // on every rank by a path announced to all (kShmPath, kStreamPath); -1: chosen per call.
-  void force_store(int mode) { forced_store_ = mode; }
+  // The kind of store of this rank's calls through the chunks until set back, set alike on
+  // every rank by a path announced to all (kShmPath, kStreamPath); -1: chosen per call.
+  // Returns the setting it replaces.
+  int force_store(int mode) { return std::exchange(forced_store_, mode); }
   // Whether calls of path index i choose between the two kinds of store as paths.
   bool stores_are_paths(std::size_t i) const { return (path_enabled_[i] >> kStreamPath & 1) != 0; }
 
@@ -895,6 +897,7 @@ private:
     reduce_roots_.fill(0);
     for (auto& runs : path_runs_) runs.fill(PathRun{});
     root_waits_ = false;
+    forced_store_ = -1;
     direct_err_ = 0;
     direct_err_rank_ = -1;
   }
@@ -1214,7 +1217,9 @@ private:
   // Where ranks have cores of their own and point-to-point is among the paths, the chunks are
   // favoured: another path takes over only if its rate beats theirs by more than 15 % (held, by
   // 1.15 x 1.05 with the hysteresis: ~17 % less time). A burst of the chunks shows all they
-  // cost; one of point-to-point does not.
+  // cost; one of point-to-point does not. (The chunks with cached stores only: Pace::favour is
+  // one mode, and it also keeps cached stores unless streaming ones are clearly faster, as the
+  // store choice did. Streaming chunks and point-to-point are judged at face value.)
   // Held, point-to-point's rendezvous buffers and the direct path's published ones go onto huge
   // pages from a block's 16th use (runtime/huge_pages.hpp: calls of 0.6-1.4 ms in traces of
   // point-to-point's calls, none with RMP_SHM_HUGEPAGES=0), and point-to-point's copy chooser
@@ -1618,8 +1623,8 @@ PathChoice::PathChoice(const CommImpl& c, NodeShared* ns, Coll k, std::size_t by
   path_ = run.path;
   if (NodeShared::chunks_path(path_) && ns->stores_are_paths(index_)) {
     stores_ = ns;
-    ns->force_store(path_ == NodeShared::kStreamPath ? NodeShared::kStreaming
-                                                     : NodeShared::kCached);
+    outer_store_ = ns->force_store(path_ == NodeShared::kStreamPath ? NodeShared::kStreaming
+                                                                    : NodeShared::kCached);
   }
   rt::Counters& n = ctx.counters();
   ++(path_ == NodeShared::kP2pPath      ? n.coll_p2p_path
@@ -1648,7 +1653,7 @@ int bcast_decider(const CommImpl& c, NodeShared* ns, int root) {
 }
 
 PathChoice::~PathChoice() {
-  if (stores_) stores_->force_store(-1);
+  if (stores_) stores_->force_store(outer_store_);
   if (timed_) timed_->set_root_waits(false);
   if (!timed_ || std::uncaught_exceptions() > unwinding_) return;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();

@@ -101,6 +101,7 @@ public:
 private:
   NodeShared* timed_ = nullptr;   // set at the decider
   NodeShared* stores_ = nullptr;  // set where the path sets the chunks' kind of store
+  int outer_store_ = -1;          // the setting it replaced (NodeShared::force_store)
   std::size_t index_;            // NodeShared::path_index
   std::size_t bytes_;
   int path_ = 0;       // NodeShared::kShmPath, kP2pPath, kDirectPath or kStreamPath

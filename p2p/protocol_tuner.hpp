@@ -167,11 +167,13 @@ public:
                           ? std::optional<rt::HillTuner::Setting>(setting(start[0] != kEager))
                           : std::nullopt);
       // A stream the model starts rendezvous has eager put behind, as a setting it moved away
-      // from, where the static rule too sends rendezvous; below the threshold eager is the
-      // defaults' choice, which one noisy window must not shut out (model_puts_far_behind).
+      // from, where the model prices eager streams above rendezvous ones; where it starts them
+      // rendezvous only within kRndvStreamSlack of eager, one noisy window of eager sends must
+      // not shut eager out for the run (16 KiB windows, cores near: eager at 17.6 GB/s in its
+      // first judged window, against rendezvous's 22.9 then and eager's 28-31 once warm).
       if (rndv_stream_faster(bytes))
         stream_.enable(b, setting(false),
-                       bytes > eager_threshold_
+                       model_cost(true, bytes) > model_cost(false, bytes)
                            ? std::optional<rt::HillTuner::Setting>(setting(true))
                            : std::nullopt);
       else stream_.enable(b, start);
@@ -458,7 +460,10 @@ private:
   // calibrated at 11.8-12.3 GB/s where windows of 16 and 32 KiB eager sends ran at 25.8 and 27.6
   // (below the eager threshold: eager by the static rule), the model started those streams
   // rendezvous (19.5-20.8 GB/s) and, eager put 1.5x behind, never tried eager: the tuner at
-  // 1.24 and 1.41 of the static rule's time (12 interleaved pairs).
+  // 1.24 and 1.41 of the static rule's time (12 interleaved pairs). The 64 KiB eager windows
+  // above, below a far-apart threshold of 95-180 KB, are now tried once: one burst, and where
+  // the model prices eager above rendezvous and the burst is clearly worse, no more for the run
+  // (the start's `left`, rndv_stream_faster).
   static constexpr double kModelWorse = 1.5;
   bool model_puts_far_behind(std::size_t bucket, std::size_t bytes, bool candidate_eager) const {
     if (candidate_eager == (bytes <= eager_threshold_)) return false;
@@ -482,7 +487,8 @@ private:
   // setting. By the model streams go rendezvous from setup × link_bw / kRndvStreamSlack (27 KB
   // there) up, eager below: measured, 16 KiB rendezvous windows took 1.3x eager's time. Eager
   // streams explored there and found clearly worse back off to the longest period at once, as a
-  // setting the bucket moved away from does (HillTuner::enable): model and measurement agree. The
+  // setting the bucket moved away from does (HillTuner::enable), where the model prices eager
+  // above rendezvous: model and measurement agree. The
   // model's rendezvous streams are slower than the real ones, whose gets run in batches on both
   // cores and overlap their setups with each other: with the cores far apart (get_bw 22-26 GB/s,
   // setup 2.7 us, link_bw 14-22 GB/s) rendezvous windows ran 1.21x eager's speed at 32 KiB, 1.36x
