@@ -421,7 +421,7 @@ TEST(CollThreads, Bcast_EveryAlgorithmRankCountSizeAndRoot) {
   });
 }
 
-// Small node-shared bcasts of up to 24 bytes travel beside the root's published count too, as
+// Small node-shared bcasts of up to 56 bytes travel beside the root's published count too, as
 // a sequence lock (CountLine): a receiver that finds its bcast the latest copies it
 // from there, else (the root already writing a later one there) from its slot. Many bcasts in
 // a row, sizes around that bound, with the root running up to its 16 slots ahead of receivers
@@ -432,7 +432,8 @@ TEST(CollThreads, SmallBcasts_RootRunningAhead_EveryReceiverGetsEachOnesBytes) {
       [&](ThreadRank& t, Failures& f) {
         const int n = t.world.size(), me = t.world.rank();
         for (int i = 0; i < kCalls; ++i) {
-          const std::size_t bytes = static_cast<std::size_t>(i % 27);  // 0-26: both sides of 24
+          // 0-66: both sides of 56 (and of 64, a whole slot line).
+          const std::size_t bytes = static_cast<std::size_t>(i % 67);
           const int root = (i / 500) % n;
           const auto salt = static_cast<std::uint64_t>(i) + 1;
           std::vector<std::byte> buf = me == root ? pattern_block(root, bytes, salt)
@@ -449,19 +450,20 @@ TEST(CollThreads, SmallBcasts_RootRunningAhead_EveryReceiverGetsEachOnesBytes) {
       {2, 3, 4});
 }
 
-// Small node-shared reduces likewise: each contribution of up to 24 bytes also travels beside
+// Small node-shared reduces likewise: each contribution of up to 56 bytes also travels beside
 // its rank's count (CountLine), and the root reads it from there while the count is still that
 // reduce's. Contributors run up to 16 reduces ahead of a root that now and then stalls, and the
 // root changes every 500: every root gets every reduce's own sum.
 TEST(CollThreads, SmallReduces_ContributorsRunningAhead_EveryRootGetsEachOnesSum) {
   constexpr int kCalls = 3000;
-  // Sums of bytes (0-26 of them: both sides of 24, sub-word lengths), of 64-bit integers (0-4)
-  // and of complex doubles (0-2: 16 and 32 bytes), every value exact.
+  // Sums of bytes (0-66 of them: both sides of 56 and of 64, sub-word lengths), of 64-bit
+  // integers (0-8: 48, 56 and 64 bytes) and of complex doubles (0-4: 48 and 64 bytes), every
+  // value exact.
   struct Kind {
     Type type;
     std::size_t esize, most;
   };
-  const Kind kinds[] = {{Type::u8, 1, 26}, {Type::i64, 8, 4}, {Type::c64, 16, 2}};
+  const Kind kinds[] = {{Type::u8, 1, 66}, {Type::i64, 8, 8}, {Type::c64, 16, 4}};
   for (const Kind& k : kinds) {
     SCOPED_TRACE("type " + std::to_string(static_cast<int>(k.type)));
     for_rank_counts(
