@@ -153,6 +153,12 @@ bool read_inline(const CountLine& l, std::uint64_t seen, void* to, std::size_t b
 bool count_is(std::uint64_t seen, std::uint64_t b) {
   return seen >> kTagBits == b && (seen & kTagMask) != kBusyTag;
 }
+// The tag of number b as a reader that read count `seen` (b's or a later one, with acquire)
+// finds it: beside the count while that is b itself, else in the slot tags.
+std::uint64_t number_tag(std::uint64_t seen, const TagLine& tags, std::uint64_t b) {
+  return count_is(seen, b) ? seen & kTagMask
+                           : tags.tag[b % kBcastSlots].load(std::memory_order_relaxed);
+}
 // A rank's record of its current call, written as a sequence lock: `begun` first, then the
 // fields, then `call` (a reader whose `begun` differs from the `call` it read saw a write
 // under way). `what` packs the collective, the element type + 1, the op + 1, the compression
@@ -544,12 +550,9 @@ public:
       seen = published_line(q).gen.load(std::memory_order_acquire);
       return seen < b << kTagBits;
     });
-    const bool latest = count_is(seen, b);
-    if ((latest ? seen & kTagMask
-                : published_tags(root).tag[b % kBcastSlots].load(std::memory_order_relaxed)) !=
-        tag_for(b)) [[unlikely]]
+    if (number_tag(seen, published_tags(root), b) != tag_for(b)) [[unlikely]]
       mismatch(c, root);
-    const bool copied = latest && read_inline(pl, seen, buf, bytes);
+    const bool copied = count_is(seen, b) && read_inline(pl, seen, buf, bytes);
     if (!copied) copy_bytes(buf, bcast_slot(root, b), bytes);
     if (track_cpus_) publish_cpu(c);
     consumed_line(c.rank()).store(b, std::memory_order_release);
@@ -594,14 +597,9 @@ public:
   void small_reduce_wait_all(const CommImpl& c, std::uint64_t b) {
     int differs = -1;
     wait_all_until(c, [&](int q) {
-      CountLine& l = contributed_line(q);
-      const std::uint64_t v = l.gen.load(std::memory_order_acquire);
+      const std::uint64_t v = contributed_line(q).gen.load(std::memory_order_acquire);
       if (v < b << kTagBits) return true;
-      const std::uint64_t t =
-          count_is(v, b)
-              ? v & kTagMask
-              : contributed_tags(q).tag[b % kReduceSlots].load(std::memory_order_relaxed);
-      if (t != tag_for(b) && differs < 0) [[unlikely]]
+      if (number_tag(v, contributed_tags(q), b) != tag_for(b) && differs < 0) [[unlikely]]
         differs = q;
       return false;
     });
@@ -781,8 +779,8 @@ public:
     // slower than the chunks: the decider, a reader, does not see the root wait for every
     // read.)
     const std::size_t a = path_index(Coll::bcast);
-    const unsigned bcast = path_enabled_[a] & ~(1u << kStreamPath);
-    set_paths(a, (own_cores_ ? bcast & ~(1u << kShmPath) : bcast) | 1u << kDirectPath);
+    set_paths(a, (own_cores_ ? path_enabled_[a] & ~(1u << kShmPath) : path_enabled_[a]) |
+                     1u << kDirectPath);
   }
 
   // ---- Chunked paths ----

@@ -275,7 +275,40 @@ public:
   // is not counted: it pays for what the other left behind (lines in another core's cache, an
   // empty pipeline) or for first touches of memory, and counted once it made the better mode
   // look worse for many uses (allgather of 1 MiB: 185 us chosen vs 109 us possible).
-  void record(int mode, std::size_t bytes, double seconds) { record_sample(mode, bytes, seconds); }
+  void record(int mode, std::size_t bytes, double seconds) {
+    if (seconds <= 0) return;
+    Bucket& b = bucket(bytes);
+    if (b.last_mode != mode) {
+      b.last_mode = mode;
+      b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
+      return;
+    }
+    const double rate = static_cast<double>(bytes) / seconds;
+    // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
+    // pages in and find caches cold (a collective's chunks are used in turn, so the second
+    // use of a mode may be the first in its chunk), and one such sample in the average made
+    // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
+    // 12.7 us chosen vs 8.5 us possible).
+    // So are the uses of the initial mode held before anything was measured: at the end of
+    // the first window its best is compared with the others' best.
+    bool judged = true;  // whether the rate now stands on this sample
+    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
+      b.rate[mode] = std::max(b.rate[mode], rate);
+    else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples)
+      b.rate[mode] = burst_median(b, mode, rate, judged);
+    else b.rate[mode] += kWeight * (rate - b.rate[mode]);
+    ++b.samples[mode];
+    if (mode == b.held) {
+      if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
+      else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
+    }
+    // What the held mode achieved when this one was measured: the conditions of the
+    // measurement (beat_when_measured, drifted).
+    if (judged && b.held >= 0 && mode != b.held) {
+      b.basis[mode] = b.steady;
+      b.remeasuring &= ~(1u << mode);
+    }
+  }
 
   // choose() for a caller that must tell others its choice (a collective's path, announced by
   // one rank): the mode for the next uses of `bytes` and how many of them (1 to `most`), so
@@ -331,41 +364,6 @@ public:
   double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
 
 private:
-  void record_sample(int mode, std::size_t bytes, double seconds) {
-    if (seconds <= 0) return;
-    Bucket& b = bucket(bytes);
-    if (b.last_mode != mode) {
-      b.last_mode = mode;
-      b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
-      return;
-    }
-    const double rate = static_cast<double>(bytes) / seconds;
-    // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
-    // pages in and find caches cold (a collective's chunks are used in turn, so the second
-    // use of a mode may be the first in its chunk), and one such sample in the average made
-    // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
-    // 12.7 us chosen vs 8.5 us possible).
-    // So are the uses of the initial mode held before anything was measured: at the end of
-    // the first window its best is compared with the others' best.
-    bool judged = true;  // whether the rate now stands on this sample
-    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
-      b.rate[mode] = std::max(b.rate[mode], rate);
-    else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples)
-      b.rate[mode] = burst_median(b, mode, rate, judged);
-    else b.rate[mode] += kWeight * (rate - b.rate[mode]);
-    ++b.samples[mode];
-    if (mode == b.held) {
-      if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
-      else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
-    }
-    // What the held mode achieved when this one was measured: the conditions of the
-    // measurement (beat_when_measured, drifted).
-    if (judged && b.held >= 0 && mode != b.held) {
-      b.basis[mode] = b.steady;
-      b.remeasuring &= ~(1u << mode);
-    }
-  }
-
   static constexpr std::uint32_t kWarmup = 3;  // samples of each before choosing
   static constexpr double kWeight = 0.25;      // moving-average weight of a new sample
   // A mode whose rate is below the best's by this factor is re-measured on every
