@@ -26,6 +26,8 @@
 namespace rmp::detail {
 
 // One point-to-point operation. Owned by the engine's pool; the user's Request points to it.
+// Every member has its initialiser: Engine::alloc() builds one anew by default-initialisation,
+// which would leave a member without one as the request before it left it.
 struct RequestState {
   enum class Kind : std::uint8_t { send, recv, activity };
   Kind kind = Kind::send;
