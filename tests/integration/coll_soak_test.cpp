@@ -27,24 +27,6 @@ using rmp::testing::exact_value;
 using rmp::testing::fold;
 using rmp::testing::op_allowed;
 
-// The stream's generator: every rank draws the same numbers (no std distribution, whose
-// results are the library's choice).
-class Draw {
-public:
-  explicit Draw(std::uint64_t seed) : s_(seed) {}
-  std::uint64_t next() { return s_ = mix64(s_ + 0x9E3779B97F4A7C15ULL); }
-  std::size_t below(std::size_t n) { return n ? static_cast<std::size_t>(next() % n) : 0; }
-  bool percent(unsigned p) { return next() % 100 < p; }
-
-private:
-  std::uint64_t s_;
-};
-
-std::uint64_t env_number(const char* name, std::uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::strtoull(v, nullptr, 0) : fallback;
-}
-
 enum class Kind {
   barrier,
   bcast,

@@ -202,6 +202,11 @@ bool env_is(const char* var, const char* value) {
   return v != nullptr && std::strcmp(v, value) == 0;
 }
 
+std::uint64_t env_number(const char* var, std::uint64_t fallback) {
+  const char* v = std::getenv(var);
+  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 0) : fallback;
+}
+
 bool kernel_collapses_memory() {
   using rmp::rt::HugePages;
   std::vector<std::byte> v(3 * HugePages::kBlock, std::byte{1});

@@ -171,6 +171,22 @@ std::string who(int r);
 
 // True when the job's environment sets var to value (variants pass RMP_* through rlaunch -x).
 bool env_is(const char* var, const char* value);
+// The job's environment's number in var (strtoull, any base), or `fallback` where it is unset.
+std::uint64_t env_number(const char* var, std::uint64_t fallback);
+
+// A random stream that every rank draws alike from one seed (the soak tests): no std
+// distribution, whose results are the standard library's choice.
+class Draw {
+public:
+  explicit Draw(std::uint64_t seed) : s_(seed) {}
+  std::uint64_t next() { return s_ = mix64(s_ + 0x9E3779B97F4A7C15ULL); }
+  std::size_t below(std::size_t n) { return n ? static_cast<std::size_t>(next() % n) : 0; }
+  bool percent(unsigned p) { return next() % 100 < p; }
+
+private:
+  std::uint64_t s_;
+};
+
 // Whether cross-memory attach works between the ranks of `w` both ways, as the transport and
 // the direct collective paths find it: RMP_SHM_CMA may allow it where ptrace rules (Yama's
 // ptrace_scope, a container's seccomp) forbid it. Collective.
