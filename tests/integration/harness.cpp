@@ -207,6 +207,17 @@ std::uint64_t env_number(const char* var, std::uint64_t fallback) {
   return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 0) : fallback;
 }
 
+bool stop_together(bool failed, std::uint64_t step) {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (t != nullptr)
+    watchdog_phase(std::string(t->test_suite_name()) + "." + t->name() + " after step " +
+                   std::to_string(step));
+  const int mine = failed ? 1 : 0;
+  int any = 0;
+  rmp::world().allreduce(&mine, &any, 1, rmp::Op::max);
+  return any != 0;
+}
+
 bool kernel_collapses_memory() {
   using rmp::rt::HugePages;
   std::vector<std::byte> v(3 * HugePages::kBlock, std::byte{1});

@@ -187,6 +187,11 @@ private:
   std::uint64_t s_;
 };
 
+// Every `stop_together` steps of a long stream (the soak tests), called by every rank at the same
+// step: whether any rank has `failed`, through an allreduce on the world; the watchdog's clock
+// starts again for the steps after `step` (the current test's phase, renamed).
+bool stop_together(bool failed, std::uint64_t step);
+
 // Whether cross-memory attach works between the ranks of `w` both ways, as the transport and
 // the direct collective paths find it: RMP_SHM_CMA may allow it where ptrace rules (Yama's
 // ptrace_scope, a container's seccomp) forbid it. Collective.
