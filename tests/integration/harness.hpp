@@ -180,16 +180,20 @@ class Draw {
 public:
   explicit Draw(std::uint64_t seed) : s_(seed) {}
   std::uint64_t next() { return s_ = mix64(s_ + 0x9E3779B97F4A7C15ULL); }
-  std::size_t below(std::size_t n) { return n ? static_cast<std::size_t>(next() % n) : 0; }
+  // One draw whatever n (0 gives 0): a rank whose n is 0 stays in step with the others.
+  std::size_t below(std::size_t n) {
+    const std::uint64_t x = next();
+    return n ? static_cast<std::size_t>(x % n) : 0;
+  }
   bool percent(unsigned p) { return next() % 100 < p; }
 
 private:
   std::uint64_t s_;
 };
 
-// Every `stop_together` steps of a long stream (the soak tests), called by every rank at the same
-// step: whether any rank has `failed`, through an allreduce on the world; the watchdog's clock
-// starts again for the steps after `step` (the current test's phase, renamed).
+// Now and then in a long stream of steps (the soak tests), called by every rank at the same step:
+// whether any rank has `failed`, through an allreduce on the world; the watchdog's clock starts
+// again for the steps after `step` (the current test's phase, renamed).
 bool stop_together(bool failed, std::uint64_t step);
 
 // Whether cross-memory attach works between the ranks of `w` both ways, as the transport and
