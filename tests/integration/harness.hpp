@@ -191,10 +191,11 @@ private:
   std::uint64_t s_;
 };
 
-// Now and then in a long stream of steps (the soak tests), called by every rank at the same step:
-// whether any rank has `failed`, through an allreduce on the world; the watchdog's clock starts
-// again for the steps after `step` (the current test's phase, renamed).
-bool stop_together(bool failed, std::uint64_t step);
+// Called by every rank after each step of a long stream (the soak tests), whose failed checks
+// leave the ranks in step: after every 100th step, whether the current test has failed on any
+// rank (an allreduce on the world), and the watchdog's clock starts again for the steps after
+// it (the test's phase, renamed); false after the others.
+bool stop_together(std::uint64_t step);
 
 // Whether cross-memory attach works between the ranks of `w` both ways, as the transport and
 // the direct collective paths find it: RMP_SHM_CMA may allow it where ptrace rules (Yama's
