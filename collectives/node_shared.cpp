@@ -309,7 +309,8 @@ Error mismatch_error(const Record& mine, int q, const Record* theirs, bool left)
 //    3R + phase for the latest round it reached: 1 = its chunk holds its input, 2 = its chunk
 //    holds its share of the result (allreduce), 3 = it is done reading round R's chunks.
 //    Before writing its chunk for round R a rank waits until everyone is done with round
-//    R − D, the last one that used it.
+//    R − D, the last one that used it. A call that fits all D chunks runs in one round over
+//    several of them (NodeShared::Rounds).
 //
 // Stores into chunks. A chunk written with ordinary stores stays in the writer's cache, and
 // the readers pull it from there line by line; when the two cores sit far apart (this VM's
@@ -792,6 +793,41 @@ public:
     return base(rank) + kSmallStride + (round % nchunks_) * chunk_;
   }
   static std::uint64_t mark(std::uint64_t round, int phase) { return 3 * round + phase; }
+  // A round over `span` chunks of every rank side by side (1 to chunks()): it takes the
+  // numbers first..last, after any it skips so that its chunks do not wrap around. Its
+  // phases 1 and 2 are marked under `first`, its end (3) under `last`. Before it writes, it
+  // waits for the end of number last − chunks(), or of the round before when that number was
+  // skipped (`reuses`): a rank's line reaches that mark once it has ended the round holding
+  // the number or begun a later one, so every earlier round that used one of these chunks has
+  // ended there.
+  struct Rounds {
+    std::uint64_t first, last, reuses;  // reuses: 0 for none
+    std::uint64_t mark(int phase) const {
+      return NodeShared::mark(phase < 3 ? first : last, phase);
+    }
+  };
+  // The chunks each round of a call that moves `bytes` a rank spans: all it needs when the
+  // call fits this rank's chunks (one round), else one. The chunks bound the segment's memory;
+  // rounds beyond that only add waits. With the shm defaults (2 chunks of 512 KiB), 2 ranks,
+  // 1 MiB, cores near, 12 interleaved pairs: allreduce 55 us against 60 in two rounds,
+  // allgather 68 against 73, reduce 54 against 53. With 8 chunks, 2 MiB in one round against
+  // four: allreduce 122 us against 140, reduce 87 against 115, allgather 181 against 194.
+  std::size_t span_for(std::size_t bytes) const {
+    const std::size_t need = (bytes + chunk_ - 1) / chunk_;
+    return need >= 1 && need <= nchunks_ ? need : 1;
+  }
+  Rounds next_rounds(std::size_t span) {
+    const std::uint64_t before = round_;
+    std::uint64_t first = before + 1;
+    while (first % nchunks_ + span > nchunks_) ++first;
+    round_ = first + span - 1;
+    return {first, round_, round_ > nchunks_ ? std::min(round_ - nchunks_, before) : 0};
+  }
+  std::byte* chunk_of(int rank, const Rounds& r) { return chunk_of(rank, r.first); }
+  void wait_chunk_free(const CommImpl& c, const Rounds& r) {
+    if (r.reuses) wait_mark(c, mark(r.reuses, 3));
+  }
+  void check_round(const CommImpl& c, const Rounds& r) { check_round(c, r.first); }
   // With the round's tag (for check_round), every rank's, the bcast's readers' too: a rank
   // that a reader takes for the root by mistake then shows this call's tag, not one it left
   // as root of a bcast before.
@@ -1719,21 +1755,22 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
   // This rank's own slice is read straight from its input, unless the result goes into that
   // very buffer (in place at a rank that gets the result): then it goes through the chunk.
   const bool own_direct = in != nullptr || !gets_result;
-  const std::size_t per = ns.chunk() / esize;
+  const std::size_t span = ns.span_for(count * esize);
+  const std::size_t per = span * ns.chunk() / esize;
   const std::byte* src = static_cast<const std::byte*>(in ? in : out);
   std::byte* dst = static_cast<std::byte*>(out);
   for (std::size_t first = 0; first < count; first += per) {
     const std::size_t cnt = std::min(per, count - first);
     auto off = [&](int q) { return even_offset(cnt, n, q) * esize; };  // within the round
     const std::size_t mine_at = off(r), mine_len = off(r + 1) - off(r);
-    const std::uint64_t round = ns.next_round();
+    const NodeShared::Rounds round = ns.next_rounds(span);
     std::byte* chunk = ns.chunk_of(r, round);
     const std::byte* from = src + first * esize;
     ns.wait_chunk_free(c, round);
     ns.put(chunk, from, own_direct ? mine_at : off(r + 1));
     ns.put(chunk + off(r + 1), from + off(r + 1), off(n) - off(r + 1));
-    ns.set_mark(c, NodeShared::mark(round, 1));
-    ns.wait_mark(c, NodeShared::mark(round, 1));
+    ns.set_mark(c, round.mark(1));
+    ns.wait_mark(c, round.mark(1));
     if (first == 0) ns.check_round(c, round);
     if (mine_len) {
       auto part = [&](int q) -> const std::byte* {
@@ -1746,15 +1783,15 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
       combine_in_rank_order(op, t, n, part, acc, mine_len / esize);
       if (gets_result) ns.put(chunk + mine_at, acc, mine_len);
     }
-    ns.set_mark(c, NodeShared::mark(round, 2));
+    ns.set_mark(c, round.mark(2));
     if (gets_result) {
-      ns.wait_mark(c, NodeShared::mark(round, 2));
+      ns.wait_mark(c, round.mark(2));
       for (int q = 0; q < n; ++q)
         if (q != r)
           copy_bytes(dst + first * esize + off(q), ns.chunk_of(q, round) + off(q),
                      off(q + 1) - off(q));
     }
-    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.set_mark(c, round.mark(3));
   }
 }
 
@@ -1986,11 +2023,12 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   if (longest <= kMaxBytes) return small_allgather(c, ns, in, out, l, longest);
   const void* mine = in ? in : at(out, l.offset(r));
   NodeShared::Call call(ns, c, NodeShared::Use::allgather, total);
+  const std::size_t per = ns.span_for(longest) * ns.chunk();
   auto piece = [&](int q, std::size_t first) {
-    return l.size(q) > first ? std::min(ns.chunk(), l.size(q) - first) : 0;
+    return l.size(q) > first ? std::min(per, l.size(q) - first) : 0;
   };
-  for (std::size_t first = 0; first < longest; first += ns.chunk()) {
-    const std::uint64_t round = ns.next_round();
+  for (std::size_t first = 0; first < longest; first += per) {
+    const NodeShared::Rounds round = ns.next_rounds(per / ns.chunk());
     ns.wait_chunk_free(c, round);
     if (const std::size_t len = piece(r, first)) {
       std::byte* chunk = ns.chunk_of(r, round);
@@ -2000,13 +2038,13 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
         ns.put(chunk, at(mine, first), len);
       }
     }
-    ns.set_mark(c, NodeShared::mark(round, 1));
-    ns.wait_mark(c, NodeShared::mark(round, 1));
+    ns.set_mark(c, round.mark(1));
+    ns.wait_mark(c, round.mark(1));
     if (first == 0) ns.check_round(c, round);
     for (int q = 0; q < n; ++q)
       if (q != r && piece(q, first))
         copy_bytes(at(out, l.offset(q) + first), ns.chunk_of(q, round), piece(q, first));
-    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.set_mark(c, round.mark(3));
   }
 }
 
