@@ -194,8 +194,10 @@ std::size_t direct_block_bytes(const rt::Params& p) {
   const std::size_t b = std::max(chunk_bytes(p) / 4, 8 * direct_call_bytes(p));
   return std::min(b, std::size_t(1) << 20) / kLine * kLine;
 }
-// A round's tag is written again kRoundTags rounds later, once every rank is done with it
-// (wait_chunk_free waits for that nchunks rounds later).
+// The tag of round number N is written again under number N + kRoundTags (as a round's first
+// or last number), and whoever writes it has first waited for every rank's end of a number
+// of at least N (wait_chunk_free: number + kRoundTags − chunks, or the round before): no rank
+// still checks N's tag then.
 static_assert(kMaxChunks <= kRoundTags);
 
 std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
@@ -310,7 +312,9 @@ Error mismatch_error(const Record& mine, int q, const Record* theirs, bool left)
 //    holds its share of the result (allreduce), 3 = it is done reading round R's chunks.
 //    Before writing its chunk for round R a rank waits until everyone is done with round
 //    R − D, the last one that used it. A call that fits all D chunks runs in one round over
-//    several of them (NodeShared::Rounds).
+//    several of them, numbered first..last (NodeShared::Rounds): its phases 1 and 2 count as
+//    first's, its end as last's, and numbers it skips are nobody's; a later round then waits
+//    for the end of R − D or, when that number was skipped, of the round before.
 //
 // Stores into chunks. A chunk written with ordinary stores stays in the writer's cache, and
 // the readers pull it from there line by line; when the two cores sit far apart (this VM's
@@ -808,10 +812,9 @@ public:
   };
   // The chunks each round of a call that moves `bytes` a rank spans: all it needs when the
   // call fits this rank's chunks (one round), else one. The chunks bound the segment's memory;
-  // rounds beyond that only add waits. With the shm defaults (2 chunks of 512 KiB), 2 ranks,
-  // 1 MiB, cores near, 12 interleaved pairs: allreduce 55 us against 60 in two rounds,
-  // allgather 68 against 73, reduce 54 against 53. With 8 chunks, 2 MiB in one round against
-  // four: allreduce 122 us against 140, reduce 87 against 115, allgather 181 against 194.
+  // rounds beyond that only add waits (docs/performance.md, runs of 2026-12-06 09:37: 2 ranks,
+  // 1 MiB through the two default chunks, allreduce 55 us against 60 in two rounds, allgather
+  // 68 against 73; 2 MiB through 8 chunks, 122 against 140 and 181 against 194).
   std::size_t span_for(std::size_t bytes) const {
     const std::size_t need = (bytes + chunk_ - 1) / chunk_;
     return need >= 1 && need <= nchunks_ ? need : 1;
@@ -819,7 +822,7 @@ public:
   Rounds next_rounds(std::size_t span) {
     const std::uint64_t before = round_;
     std::uint64_t first = before + 1;
-    while (first % nchunks_ + span > nchunks_) ++first;
+    if (first % nchunks_ + span > nchunks_) first += nchunks_ - first % nchunks_;
     round_ = first + span - 1;
     return {first, round_, round_ > nchunks_ ? std::min(round_ - nchunks_, before) : 0};
   }
@@ -845,7 +848,8 @@ public:
     if (who >= 0) return wait_one(c, line_of, who, v);
     wait_all(c, line_of, v);
   }
-  // Before writing this rank's chunk for `round`: everyone is done with its last use.
+  // Before writing this rank's chunk for `round`: everyone is done with its last use. (A round
+  // of one chunk: next_rounds(1)'s wait, since round − 1 is the round before.)
   void wait_chunk_free(const CommImpl& c, std::uint64_t round) {
     if (round > nchunks_) wait_mark(c, mark(round - nchunks_, 3));
   }
@@ -2023,12 +2027,12 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
   if (longest <= kMaxBytes) return small_allgather(c, ns, in, out, l, longest);
   const void* mine = in ? in : at(out, l.offset(r));
   NodeShared::Call call(ns, c, NodeShared::Use::allgather, total);
-  const std::size_t per = ns.span_for(longest) * ns.chunk();
+  const std::size_t span = ns.span_for(longest), per = span * ns.chunk();
   auto piece = [&](int q, std::size_t first) {
     return l.size(q) > first ? std::min(per, l.size(q) - first) : 0;
   };
   for (std::size_t first = 0; first < longest; first += per) {
-    const NodeShared::Rounds round = ns.next_rounds(per / ns.chunk());
+    const NodeShared::Rounds round = ns.next_rounds(span);
     ns.wait_chunk_free(c, round);
     if (const std::size_t len = piece(r, first)) {
       std::byte* chunk = ns.chunk_of(r, round);

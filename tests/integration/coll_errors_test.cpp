@@ -398,11 +398,12 @@ TEST(CollErrors, NodeSharedCallsThatDiffer_ErrorsNotHangsNorOverruns) {
   };
 
   // Allreduce: counts that take the same path (flag lines; chunk rounds of the same number, or
-  // the direct path), different small paths, small against chunked; then the op, the element
-  // type; every rank waits for every other, so every rank throws.
+  // the direct path), different small paths, small against chunked, one round over the shm
+  // defaults' two chunks (1 MiB) against three of one chunk; then the op, the element type;
+  // every rank waits for every other, so every rank throws.
   if (runs("RMP_ALLREDUCE_ALGO")) {
     const std::pair<std::size_t, std::size_t> counts[] = {
-        {1, 2}, {1, 100}, {1, 65536}, {20000, 20001}, {600, 500}};
+        {1, 2}, {1, 100}, {1, 65536}, {20000, 20001}, {600, 500}, {131072, 131073}};
     for (const auto& [mine, theirs] : counts) {
       const std::size_t n = is_odd ? theirs : mine;
       std::vector<std::uint64_t> in(n, 3), out = guarded<std::uint64_t>(n, 0);
@@ -501,13 +502,19 @@ TEST(CollErrors, NodeSharedCallsThatDiffer_ErrorsNotHangsNorOverruns) {
       EXPECT_TRUE(guard_intact(buf)) << what << ": written past the buffer";
     }
   }
-  // Allgather and alltoall: blocks of different sizes.
+  // Allgather and alltoall: blocks of different sizes (allgather also 1 MiB, one round over
+  // the shm defaults' two chunks, against 4 bytes more, three rounds).
   if (runs("RMP_ALLGATHER_ALGO")) {
-    const std::size_t n = is_odd ? 4 : 2;
-    std::vector<std::int32_t> in(n, rank()), out = guarded<std::int32_t>(n * size(), 0);
-    expect_thrown(on_dup([&](const rmp::Comm& d) { d.allgather(in.data(), n, out.data()); }),
-                  Errc::invalid_count, {"allgather: count: rank "}, "allgather");
-    EXPECT_TRUE(guard_intact(out));
+    const std::pair<std::size_t, std::size_t> counts[] = {{2, 4}, {262144, 262145}};
+    for (const auto& [mine, theirs] : counts) {
+      const std::size_t n = is_odd ? theirs : mine;
+      std::vector<std::int32_t> in(n, rank()), out = guarded<std::int32_t>(n * size(), 0);
+      const std::string what = "allgather of " + std::to_string(mine) + " against " +
+                               std::to_string(theirs) + " elements";
+      expect_thrown(on_dup([&](const rmp::Comm& d) { d.allgather(in.data(), n, out.data()); }),
+                    Errc::invalid_count, {"allgather: count: rank "}, what);
+      EXPECT_TRUE(guard_intact(out)) << what << ": written past the output";
+    }
   }
   if (runs("RMP_ALLTOALL_ALGO")) {
     const std::size_t n = is_odd ? 4000 : 2000;
