@@ -170,9 +170,11 @@ public:
       if (tokens_ <= 0) {  // asks at its next use that finds time in the budget
         if (!blk.put_off) ++done.deferred;
         blk.put_off = true;
+        last_turn_put_off_ = true;
         continue;
       }
       blk.put_off = false;
+      last_turn_put_off_ = false;
       const Outcome o = collapse_(a);
       const double cost = clock_() - now;
       tokens_ -= cost;
@@ -208,6 +210,12 @@ public:
     std::lock_guard g(mu_);
     return last_ != 0 && refilled(clock_()) <= 0;
   }
+  // Whether the latest turn (due or put off before) found the budget spent: the budget may
+  // have time again now, but no use came since that could have asked.
+  bool last_turn_put_off() const {
+    std::lock_guard g(mu_);
+    return last_turn_put_off_;
+  }
 
 private:
   // The bucket's seconds at `now`: what it held at last_, plus kBudget of the time since.
@@ -222,6 +230,7 @@ private:
   Clock clock_;
   double tokens_ = kBurst;  // seconds of asking the kernel may take now
   double last_ = 0;         // when tokens_ was last filled (clock_; 0: never)
+  bool last_turn_put_off_ = false;  // last_turn_put_off()
   struct Block {
     std::uint32_t uses = 1;
     bool put_off = false;  // its turn came with the budget spent: asks at its next use

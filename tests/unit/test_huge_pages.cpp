@@ -203,6 +203,28 @@ TEST_F(HugePagesTest, PutOffAsk_RefusedBusy_BackToTurns) {
   EXPECT_EQ(total.refused, 3);
   EXPECT_EQ(total.deferred, 1);
   EXPECT_FALSE(h.budget_spent());
+  EXPECT_FALSE(h.last_turn_put_off());
+}
+
+// last_turn_put_off() says whether the latest turn found the budget spent, whatever the
+// budget holds since: a test that checks for collapsed blocks after its last use tells "no
+// time came while the block was used" from "time came and the block did not ask".
+TEST_F(HugePagesTest, LastTurnPutOff_StaysUntilATurnFindsTime) {
+  HugePages h(true, &fake_collapse, &fake_clock);
+  EXPECT_FALSE(h.last_turn_put_off()) << "no turn yet";
+  spend_budget(h, 50 * kBlock);
+  const std::uintptr_t block = 90 * kBlock;
+  for (int n = 0; n < 64 && total.deferred == 0; ++n) use(h, block, kBlock);  // its first turn
+  ASSERT_EQ(total.deferred, 1) << "the first turn put off";
+  EXPECT_TRUE(h.budget_spent());
+  EXPECT_TRUE(h.last_turn_put_off());
+  const std::size_t asked = k.calls.size();
+  for (int i = 0; i < 100 && h.budget_spent(); ++i) k.now += 0.1;  // the budget comes back
+  EXPECT_FALSE(h.budget_spent());
+  EXPECT_TRUE(h.last_turn_put_off()) << "no use since could have asked";
+  use(h, block, kBlock);  // the put-off turn asks now
+  EXPECT_EQ(k.calls.size(), asked + 1);
+  EXPECT_FALSE(h.last_turn_put_off());
 }
 
 // Pages pinned by the peer's cross-memory attach (a window of sends of one buffer): the kernel
