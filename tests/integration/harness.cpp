@@ -248,7 +248,8 @@ void check_huge_blocks(const rmp::rt::Counters& before, bool took_part, const st
       // to 5.4 s in all over the rendezvous tests, which puts asking off for some 100 s. (A
       // budget that came back while put-off turns still came without their asking fails below.)
       std::printf(
-          "[ note ] rank %d: no %s went onto a huge page: the time budget for asking is spent "
+          "[ note ] rank %d: no %s went onto a huge page: the time budget for asking is spent, "
+          "or was at the last turn "
           "(%llu turns put off; %llu us spent asking before this test, %llu us in it): only the "
           "data were checked\n",
           rank(), what.c_str(), static_cast<unsigned long long>(put_off),
