@@ -312,7 +312,7 @@ Error mismatch_error(const Record& mine, int q, const Record* theirs, bool left)
 //    holds its share of the result (allreduce), 3 = it is done reading round R's chunks.
 //    Before writing its chunk for round R a rank waits until everyone is done with round
 //    R − D, the last one that used it. A call that fits all D chunks runs in one round over
-//    several of them, numbered first..last (NodeShared::Rounds): its phases 1 and 2 count as
+//    several of them, numbered first..last (NodeShared::Round): its phases 1 and 2 count as
 //    first's, its end as last's, and numbers it skips are nobody's; a later round then waits
 //    for the end of R − D or, when that number was skipped, of the round before.
 //
@@ -792,10 +792,6 @@ public:
   std::size_t chunk() const { return chunk_; }
   std::size_t chunks() const { return nchunks_; }
   std::size_t direct_block() const { return direct_block_; }
-  std::uint64_t next_round() { return ++round_; }
-  std::byte* chunk_of(int rank, std::uint64_t round) {
-    return base(rank) + kSmallStride + (round % nchunks_) * chunk_;
-  }
   static std::uint64_t mark(std::uint64_t round, int phase) { return 3 * round + phase; }
   // A round over `span` chunks of every rank side by side (1 to chunks()): it takes the
   // numbers first..last, after any it skips so that its chunks do not wrap around. Its
@@ -803,9 +799,9 @@ public:
   // waits for the end of number last − chunks(), or of the round before when that number was
   // skipped (`reuses`): a rank's line reaches that mark once it has ended the round holding
   // the number or begun a later one, so every earlier round that used one of these chunks has
-  // ended there.
-  struct Rounds {
-    std::uint64_t first, last, reuses;  // reuses: 0 for none
+  // ended there. (A round of one chunk skips nothing: it waits for number first − chunks().)
+  struct Round {
+    std::uint64_t first = 0, last = 0, reuses = 0;  // first 0: none yet; reuses 0: none
     std::uint64_t mark(int phase) const {
       return NodeShared::mark(phase < 3 ? first : last, phase);
     }
@@ -819,18 +815,16 @@ public:
     const std::size_t need = (bytes + chunk_ - 1) / chunk_;
     return need >= 1 && need <= nchunks_ ? need : 1;
   }
-  Rounds next_rounds(std::size_t span) {
+  Round next_round(std::size_t span = 1) {
     const std::uint64_t before = round_;
     std::uint64_t first = before + 1;
     if (first % nchunks_ + span > nchunks_) first += nchunks_ - first % nchunks_;
     round_ = first + span - 1;
     return {first, round_, round_ > nchunks_ ? std::min(round_ - nchunks_, before) : 0};
   }
-  std::byte* chunk_of(int rank, const Rounds& r) { return chunk_of(rank, r.first); }
-  void wait_chunk_free(const CommImpl& c, const Rounds& r) {
-    if (r.reuses) wait_mark(c, mark(r.reuses, 3));
+  std::byte* chunk_of(int rank, const Round& r) {
+    return base(rank) + kSmallStride + (r.first % nchunks_) * chunk_;
   }
-  void check_round(const CommImpl& c, const Rounds& r) { check_round(c, r.first); }
   // With the round's tag (for check_round), every rank's, the bcast's readers' too: a rank
   // that a reader takes for the root by mistake then shows this call's tag, not one it left
   // as root of a bcast before.
@@ -848,19 +842,18 @@ public:
     if (who >= 0) return wait_one(c, line_of, who, v);
     wait_all(c, line_of, v);
   }
-  // Before writing this rank's chunk for `round`: everyone is done with its last use. (A round
-  // of one chunk: next_rounds(1)'s wait, since round − 1 is the round before.)
-  void wait_chunk_free(const CommImpl& c, std::uint64_t round) {
-    if (round > nchunks_) wait_mark(c, mark(round - nchunks_, 3));
+  // Before writing this rank's chunks for `r`: everyone is done with their last use.
+  void wait_chunk_free(const CommImpl& c, const Round& r) {
+    if (r.reuses) wait_mark(c, mark(r.reuses, 3));
   }
-  // Once rank `who` (every rank when -1) has marked `round` (the call's first: the same
-  // CallSig means the same rounds): its tag of the round is this call's.
-  void check_round(const CommImpl& c, std::uint64_t round, int who = -1) {
+  // Once rank `who` (every rank when -1) has marked phase 1 of `r` (the call's first round:
+  // the same CallSig means the same rounds): its tag of the round is this call's.
+  void check_round(const CommImpl& c, const Round& r, int who = -1) {
     const int from = who < 0 ? 0 : who, to = who < 0 ? c.size() : who + 1;
     for (int q = from; q < to; ++q)
       if (q != c.rank() &&
-          tag_line(q, kRoundLine).tag[round % kRoundTags].load(std::memory_order_relaxed) !=
-              tag_for(round)) [[unlikely]]
+          tag_line(q, kRoundLine).tag[r.first % kRoundTags].load(std::memory_order_relaxed) !=
+              tag_for(r.first)) [[unlikely]]
         mismatch(c, q);
   }
 
@@ -1767,7 +1760,7 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
     const std::size_t cnt = std::min(per, count - first);
     auto off = [&](int q) { return even_offset(cnt, n, q) * esize; };  // within the round
     const std::size_t mine_at = off(r), mine_len = off(r + 1) - off(r);
-    const NodeShared::Rounds round = ns.next_rounds(span);
+    const NodeShared::Round round = ns.next_round(span);
     std::byte* chunk = ns.chunk_of(r, round);
     const std::byte* from = src + first * esize;
     ns.wait_chunk_free(c, round);
@@ -1858,21 +1851,21 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
   std::vector<const std::uint16_t*> others;  // the others' encoded pieces of this rank's slice
   others.reserve(static_cast<std::size_t>(n));
   auto* const dst = static_cast<std::byte*>(out);
-  auto half = [&](int q, std::uint64_t round) {
+  auto half = [&](int q, const NodeShared::Round& round) {
     return reinterpret_cast<std::uint16_t*>(ns.chunk_of(q, round));
   };
   for (std::size_t first = 0; first < count; first += per) {
     const std::size_t cnt = std::min(per, count - first);
     auto off = [&](int q) { return even_offset(cnt, n, q); };  // elements, within the round
-    const std::uint64_t round = ns.next_round();
+    const NodeShared::Round round = ns.next_round();
     std::byte* const base = dst + first * esize;
     const std::byte* const from = src + first * esize;
     ns.wait_chunk_free(c, round);
     encode_half(comp, t, from, half(r, round), off(r), streaming);
     encode_half(comp, t, from + off(r + 1) * esize, half(r, round) + off(r + 1), cnt - off(r + 1),
                 streaming);
-    ns.set_mark(c, NodeShared::mark(round, 1));
-    ns.wait_mark(c, NodeShared::mark(round, 1));
+    ns.set_mark(c, round.mark(1));
+    ns.wait_mark(c, round.mark(1));
     if (first == 0) ns.check_round(c, round);
     if (const std::size_t mine = off(r + 1) - off(r)) {
       // This rank's input first, then the others' in rank order; in one pass (the input
@@ -1884,12 +1877,12 @@ void shm_allreduce_compressed(const CommImpl& c, NodeShared& ns, const void* in,
       reduce_encode_half(comp, t, op, from + off(r) * esize, others, base + off(r) * esize,
                          half(r, round) + off(r), mine, streaming);
     }
-    ns.set_mark(c, NodeShared::mark(round, 2));
-    ns.wait_mark(c, NodeShared::mark(round, 2));
+    ns.set_mark(c, round.mark(2));
+    ns.wait_mark(c, round.mark(2));
     for (int q = 0; q < n; ++q)
       if (q != r)
         decode_half(comp, t, half(q, round) + off(q), base + off(q) * esize, off(q + 1) - off(q));
-    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.set_mark(c, round.mark(3));
   }
 }
 
@@ -1940,14 +1933,14 @@ void shm_reduce_scatter(const CommImpl& c, NodeShared& ns, const void* in, void*
     return cq > first ? std::min(s, cq - first) : 0;
   };
   for (std::size_t first = 0; first < longest; first += s) {
-    const std::uint64_t round = ns.next_round();
+    const NodeShared::Round round = ns.next_round();
     std::byte* chunk = ns.chunk_of(r, round);
     ns.wait_chunk_free(c, round);
     for (int q = 0; q < n; ++q)
       if (q != r && piece(q, first))
         ns.put(chunk + q * s * esize, src + (displ[q] + first) * esize, piece(q, first) * esize);
-    ns.set_mark(c, NodeShared::mark(round, 1));
-    ns.wait_mark(c, NodeShared::mark(round, 1));
+    ns.set_mark(c, round.mark(1));
+    ns.wait_mark(c, round.mark(1));
     if (first == 0) ns.check_round(c, round);
     if (const std::size_t len = piece(r, first)) {
       auto part = [&](int q) -> const std::byte* {
@@ -1955,7 +1948,7 @@ void shm_reduce_scatter(const CommImpl& c, NodeShared& ns, const void* in, void*
       };
       combine_in_rank_order(op, t, n, part, static_cast<std::byte*>(out) + first * esize, len);
     }
-    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.set_mark(c, round.mark(3));
   }
 }
 
@@ -1973,7 +1966,7 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
   // The root copies each round into its chunk; the others copy it out, up to D rounds behind.
   std::optional<NodeShared::Call> call;  // only the root stores into chunks
   if (is_root) call.emplace(ns, c, NodeShared::Use::bcast, bytes);
-  std::uint64_t round = 0;
+  NodeShared::Round round;
   for (std::size_t first = 0; first < bytes; first += ns.chunk()) {
     const std::size_t len = std::min(ns.chunk(), bytes - first);
     round = ns.next_round();
@@ -1982,13 +1975,13 @@ void shm_bcast(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, 
       ns.wait_chunk_free(c, round);
       ns.put(chunk, at(buf, first), len);
     } else {
-      ns.wait_mark(c, NodeShared::mark(round, 1), root);
+      ns.wait_mark(c, round.mark(1), root);
       if (first == 0) ns.check_round(c, round, root);
       copy_bytes(at(buf, first), chunk, len);
     }
-    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.set_mark(c, round.mark(3));
   }
-  if (is_root && ns.root_waits() && round > 0) ns.wait_mark(c, NodeShared::mark(round, 3));
+  if (is_root && ns.root_waits() && round.first > 0) ns.wait_mark(c, round.mark(3));
 }
 
 namespace {
@@ -2032,7 +2025,7 @@ void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out,
     return l.size(q) > first ? std::min(per, l.size(q) - first) : 0;
   };
   for (std::size_t first = 0; first < longest; first += per) {
-    const NodeShared::Rounds round = ns.next_rounds(span);
+    const NodeShared::Round round = ns.next_round(span);
     ns.wait_chunk_free(c, round);
     if (const std::size_t len = piece(r, first)) {
       std::byte* chunk = ns.chunk_of(r, round);
@@ -2098,17 +2091,17 @@ void shm_alltoall(const CommImpl& c, NodeShared& ns, const void* in, void* out, 
   const void* src = in ? in : out;
   for (std::size_t first = 0; first < bytes; first += s) {
     const std::size_t len = std::min(s, bytes - first);
-    const std::uint64_t round = ns.next_round();
+    const NodeShared::Round round = ns.next_round();
     std::byte* chunk = ns.chunk_of(r, round);
     ns.wait_chunk_free(c, round);
     for (int q = 0; q < n; ++q)
       if (q != r) ns.put(chunk + q * s, at(src, q * bytes + first), len);
-    ns.set_mark(c, NodeShared::mark(round, 1));
-    ns.wait_mark(c, NodeShared::mark(round, 1));
+    ns.set_mark(c, round.mark(1));
+    ns.wait_mark(c, round.mark(1));
     if (first == 0) ns.check_round(c, round);
     for (int q = 0; q < n; ++q)
       if (q != r) copy_bytes(at(out, q * bytes + first), ns.chunk_of(q, round) + r * s, len);
-    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.set_mark(c, round.mark(3));
   }
 }
 
@@ -2132,7 +2125,7 @@ void read_from_root(const CommImpl& c, NodeShared& ns, int root, const void* src
 void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t bytes, int root) {
   if (!ns.direct_ok() || bytes <= kMaxBytes) return shm_bcast(c, ns, buf, bytes, root);
   const int n = c.size();
-  const std::uint64_t round = ns.next_round();
+  const NodeShared::Round round = ns.next_round();
   // Split, where ranks have cores of their own and the root's share takes longer to copy
   // than a copy takes to start: every rank publishes its buffer; the root writes the first
   // 1/n of the message into every other rank's buffer while each of them reads the rest from
@@ -2149,8 +2142,8 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
     } else {
       ns.set_result(c, buf, bytes);
     }
-    ns.set_mark(c, NodeShared::mark(round, 1));
-    ns.wait_mark(c, NodeShared::mark(round, 1));
+    ns.set_mark(c, round.mark(1));
+    ns.wait_mark(c, round.mark(1));
     ns.check_round(c, round);  // before the root writes into the others' buffers
     if (c.rank() == root) {
       for (int s = 1; s < n; ++s) {
@@ -2160,11 +2153,11 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
     } else {
       read_from_root(c, ns, root, at(ns.source(root), share), at(buf, share), bytes - share);
     }
-    if (c.rank() == root && ns.direct_failed()) ns.set_push_failed(c, round);
-    ns.set_mark(c, NodeShared::mark(round, 3));
-    ns.wait_mark(c, NodeShared::mark(round, 3));  // all copies are done
+    if (c.rank() == root && ns.direct_failed()) ns.set_push_failed(c, round.first);
+    ns.set_mark(c, round.mark(3));
+    ns.wait_mark(c, round.mark(3));  // all copies are done
     ns.direct_done();  // this rank's own failure first (and cleared for the next call)
-    if (c.rank() != root && ns.push_failed(root) == round)
+    if (c.rank() != root && ns.push_failed(root) == round.first)
       throw Error(Errc::transport, "collectives: bcast: root " + std::to_string(root) +
                                        " could not write its share into this rank's buffer");
     return;
@@ -2173,13 +2166,13 @@ void shm_bcast_direct(const CommImpl& c, NodeShared& ns, void* buf, std::size_t 
   if (c.rank() == root) {
     ns.wait_chunk_free(c, round);
     ns.set_source(c, buf, bytes);
-    ns.set_mark(c, NodeShared::mark(round, 3));   // its own part: nothing to read
-    ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read its buffer
+    ns.set_mark(c, round.mark(3));   // its own part: nothing to read
+    ns.wait_mark(c, round.mark(3));  // all have read its buffer
   } else {
-    ns.wait_mark(c, NodeShared::mark(round, 3), root);
+    ns.wait_mark(c, round.mark(3), root);
     ns.check_round(c, round, root);
     read_from_root(c, ns, root, ns.source(root), buf, bytes);
-    ns.set_mark(c, NodeShared::mark(round, 3));
+    ns.set_mark(c, round.mark(3));
     ns.direct_done();
   }
 }
@@ -2189,11 +2182,11 @@ void shm_alltoall_direct(const CommImpl& c, NodeShared& ns, const void* in, void
   if (!ns.direct_ok()) return shm_alltoall(c, ns, in, out, bytes);
   const int n = c.size(), r = c.rank();
   // One round: every rank publishes its input's address (null in place) and waits for all.
-  const std::uint64_t round = ns.next_round();
+  const NodeShared::Round round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, in, static_cast<std::size_t>(n) * bytes);
-  ns.set_mark(c, NodeShared::mark(round, 1));
-  ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.set_mark(c, round.mark(1));
+  ns.wait_mark(c, round.mark(1));
   ns.check_round(c, round);
   bool everyone = true;  // every rank's input is readable: the same answer on every rank
   for (int q = 0; q < n; ++q) everyone = everyone && ns.source(q) != nullptr;
@@ -2204,9 +2197,9 @@ void shm_alltoall_direct(const CommImpl& c, NodeShared& ns, const void* in, void
       ns.read_direct(from, at(ns.source(from), r * bytes), at(out, from * bytes), bytes);
     }
   }
-  ns.set_mark(c, NodeShared::mark(round, 3));
+  ns.set_mark(c, round.mark(3));
   if (!everyone) return shm_alltoall(c, ns, in, out, bytes);
-  ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's input
+  ns.wait_mark(c, round.mark(3));  // all have read this rank's input
   ns.direct_done();
 }
 
@@ -2217,19 +2210,19 @@ void shm_allgather_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   // in place), copies its own block and reads every other rank's block from there with
   // cross-memory attach, then leaves once all have read its own.
   const int n = c.size(), r = c.rank();
-  const std::uint64_t round = ns.next_round();
+  const NodeShared::Round round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, in ? in : at(out, l.offset(r)), l.size(r));
-  ns.set_mark(c, NodeShared::mark(round, 1));
-  ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.set_mark(c, round.mark(1));
+  ns.wait_mark(c, round.mark(1));
   ns.check_round(c, round);
   if (in && l.size(r)) copy_bytes(at(out, l.offset(r)), in, l.size(r));
   for (int s = 1; s < n; ++s) {  // from r + 1 on, so that not all read one rank at once
     const int q = (r + s) % n;
     if (l.size(q)) ns.read_direct(q, ns.source(q), at(out, l.offset(q)), l.size(q));
   }
-  ns.set_mark(c, NodeShared::mark(round, 3));
-  ns.wait_mark(c, NodeShared::mark(round, 3));  // all have read this rank's block
+  ns.set_mark(c, round.mark(3));
+  ns.wait_mark(c, round.mark(3));  // all have read this rank's block
   ns.direct_done();
 }
 
@@ -2311,21 +2304,21 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
                               : r == root || !pull    ? 4 * block
                                                       : 0;
   std::byte* tmp = scratch ? ns.scratch(scratch) : nullptr;
-  const std::uint64_t round = ns.next_round();
+  const NodeShared::Round round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, src, len);                 // the root, or every rank, reads its slice of it
   if (r == root) ns.set_result(c, dst, len);  // the others write into it
-  ns.set_mark(c, NodeShared::mark(round, 1));
+  ns.set_mark(c, round.mark(1));
   // Every rank waits for all to publish, the others too: with ranks sharing cores a rank
   // waiting for the root alone kept its core while the root waited for a rank queued behind
   // it on that core (where_awaited saw only the root, running elsewhere): 3 ms a call, a
   // time slice, at 4 ranks on 2 cores. Waiting for all, it yields to the rank behind it.
-  ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.wait_mark(c, round.mark(1));
   ns.check_round(c, round);  // before anyone reads or writes another rank's memory
   if (pull) {
     if (r != root) {
-      ns.wait_mark(c, NodeShared::mark(round, 3), root);  // the root has read this input
-      ns.set_mark(c, NodeShared::mark(round, 3));
+      ns.wait_mark(c, round.mark(3), root);  // the root has read this input
+      ns.set_mark(c, round.mark(3));
       return;
     }
     if (read_first) {
@@ -2334,13 +2327,13 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
       if (!in) std::memcpy(slot(r), dst, len);  // in place: its own part, aside
       for (int q = 0; q < n; ++q)
         if (q != r) ns.read_direct(q, ns.source(q), slot(q), len);
-      ns.set_mark(c, NodeShared::mark(round, 3));  // every input is read
+      ns.set_mark(c, round.mark(3));  // every input is read
       if (!ns.direct_failed()) combine_in_rank_order(op, t, n, part, dst, count);
       ns.direct_done();
       return;
     }
     combine_direct(ns, n, r, in ? src : nullptr, 0, count, esize, t, op, tmp, block, dst);
-    ns.set_mark(c, NodeShared::mark(round, 3));  // (the others' marks follow: nothing to wait for)
+    ns.set_mark(c, round.mark(3));  // (the others' marks follow: nothing to wait for)
     ns.direct_done();
     return;
   }
@@ -2354,11 +2347,11 @@ void shm_reduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* 
     combine_direct(ns, n, r, in ? src : nullptr, pos, cnt, esize, t, op, tmp, block, acc);
     if (r != root) ns.write_direct(root, acc, into + pos, cnt * esize);
   }
-  if (r != root && ns.direct_failed()) ns.set_push_failed(c, round);
-  ns.set_mark(c, NodeShared::mark(round, 3));
-  ns.wait_mark(c, NodeShared::mark(round, 3));  // all slices are in, nobody reads an input
+  if (r != root && ns.direct_failed()) ns.set_push_failed(c, round.first);
+  ns.set_mark(c, round.mark(3));
+  ns.wait_mark(c, round.mark(3));  // all slices are in, nobody reads an input
   ns.direct_done();  // this rank's own failure first (and cleared for the next call)
-  if (r == root) throw_if_push_failed(ns, n, round, "reduce");
+  if (r == root) throw_if_push_failed(ns, n, round.first, "reduce");
 }
 
 void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, void* out,
@@ -2376,12 +2369,12 @@ void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   auto* dst = static_cast<std::byte*>(out);
   const std::size_t per = std::max<std::size_t>(ns.direct_block() / esize, 1), block = per * esize;
   std::byte* tmp = ns.scratch(3 * block);  // before anything is published
-  const std::uint64_t round = ns.next_round();
+  const NodeShared::Round round = ns.next_round();
   ns.wait_chunk_free(c, round);
   ns.set_source(c, src, count * esize);
   ns.set_result(c, dst, count * esize);
-  ns.set_mark(c, NodeShared::mark(round, 1));
-  ns.wait_mark(c, NodeShared::mark(round, 1));
+  ns.set_mark(c, round.mark(1));
+  ns.wait_mark(c, round.mark(1));
   ns.check_round(c, round);  // before anyone writes into another rank's output
   const std::size_t end = even_offset(count, n, r + 1);
   for (std::size_t first = even_offset(count, n, r); first < end; first += per) {
@@ -2395,11 +2388,11 @@ void shm_allreduce_direct(const CommImpl& c, NodeShared& ns, const void* in, voi
   }
   // A rank that could not read a part or write its slice says so: the others' outputs lack
   // that slice (they would otherwise return with it stale).
-  if (ns.direct_failed()) ns.set_push_failed(c, round);
-  ns.set_mark(c, NodeShared::mark(round, 3));
-  ns.wait_mark(c, NodeShared::mark(round, 3));  // all results are in, nobody reads this input
+  if (ns.direct_failed()) ns.set_push_failed(c, round.first);
+  ns.set_mark(c, round.mark(3));
+  ns.wait_mark(c, round.mark(3));  // all results are in, nobody reads this input
   ns.direct_done();  // this rank's own failure first (and cleared for the next call)
-  throw_if_push_failed(ns, n, round, "allreduce");
+  throw_if_push_failed(ns, n, round.first, "allreduce");
 }
 
 }  // namespace rmp::coll
