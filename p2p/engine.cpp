@@ -629,7 +629,7 @@ RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, st
     r->status.bytes = r->cap;
     fail(r, Errc::truncate, truncate_message(r->call, h.src, h.tag, payload.size(), r->cap));
   } else if (!payload.empty()) {
-    rt::copy_bytes(r->buf, payload.data(), payload.size());
+    rt::copy_from_peer(r->buf, payload.data(), payload.size());  // where the sender wrote it
   }
   Peer& p = peer(peer_world);
   return_credit(p, peer_world, payload.size());
@@ -745,7 +745,7 @@ void Engine::on_am(int from, rt::AmId id, std::span<const std::byte> header,
       u->size = payload.size();
       if (!payload.empty()) {
         u->data = unexpected_buffers_.take(payload.size());
-        rt::copy_bytes(u->data.data.get(), payload.data(), payload.size());
+        rt::copy_from_peer(u->data.data.get(), payload.data(), payload.size());
       }
       c.unexpected_eager_bytes += payload.size();
       c.unexpected_eager_bytes_peak =

@@ -286,7 +286,10 @@ void Context::start(AmSink& sink, std::size_t am_header_bytes) {
         ", " + std::to_string(static_cast<long>(calibration_.took_us)) + " us\n" +
         // Which kernel rank 0's large copies take (runtime/copy.cpp times both).
         "data copies: " +
-        (copy_large_uses_movsb() ? "rep movsb (no 4 KiB aliasing cliff measured)" : "vector loop") +
+        (copy_large_uses_movsb()
+             ? "rep movsb (as fast as the vector loop; the loop near the 4 KiB aliasing cliff "
+               "and out of memory a peer wrote)"
+             : "vector loop") +
         "\n" + format_params(params_, false);
     std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);

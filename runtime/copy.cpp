@@ -92,11 +92,10 @@ void copy_movsb(void* dst, const void* src, std::size_t n) {
 // destination's lines sit in another core's cache — a ring or chunk the peer has just read —
 // the vector loop's stores each wait for that core to give its line up: on an AMD EPYC of
 // family 26 (cores ~230 ns apart), a pipelined copy through 64 KiB chunks ran at 6.5 GB/s
-// with the vector loop as the producer and at 22-25 with `rep movsb` (the consumer's loop
-// does not matter). But on the earlier Zen machines `rep movsb` fell to ~1.8 GB/s when the
-// destination lay a few bytes above the source modulo 4 KiB. So each process times both on
-// that case once (a local copy of 32 KiB, best of eight tries each, interleaved: ~10 us here)
-// and takes `rep movsb` only where it keeps most of the vector loop's speed.
+// with the vector loop as the producer and at 22-25 with `rep movsb`. So copy_large takes
+// `rep movsb` where this process finds it about as fast as the loop (a local copy of 32 KiB,
+// best of eight tries each, interleaved: ~10 us), except at the distances of the 4 KiB
+// aliasing cliff (kAliasBytes).
 // Not under AddressSanitizer, which sees no access inside an asm statement: the sanitizer
 // build keeps the loop, whose loads and stores it checks (tests/unit runs both kernels).
 #if defined(__SANITIZE_ADDRESS__)
@@ -104,13 +103,31 @@ constexpr bool kAddressSanitizer = true;
 #else
 constexpr bool kAddressSanitizer = false;
 #endif
-bool movsb_without_cliff() {
+
+// The cliff: `rep movsb` with the destination less than a line above the source modulo 4 KiB.
+// On an AMD EPYC of family 25 (Zen 4) a 32 KiB copy took 16-28x the loop's time 1 or 8 bytes
+// above, 1.3-1.7x at 16, 1.1-1.6x at 48 and 63, 0.94-1.05x at 0, at 64 and beyond, and at
+// 4080 or 4095 (just below); earlier Zen machines fell to ~1.8 GB/s a few bytes above (a
+// page-aligned chunk copied into a malloc'd buffer at page + 16). Before, each process timed
+// the two kernels at 16 bytes above and took `rep movsb` where it kept 0.8 of the loop's
+// speed: on family 25 that came out either way from one process to the next (19 `rep movsb`
+// of 30), so each rank of one run took one kernel or the other. Now every copy looks at its
+// distance, and the timing is done where no cliff lies.
+constexpr std::uintptr_t kAliasBytes = 64;
+
+bool in_alias_cliff(const void* dst, const void* src) {
+  const std::uintptr_t d =
+      (reinterpret_cast<std::uintptr_t>(dst) - reinterpret_cast<std::uintptr_t>(src)) & 4095;
+  return d != 0 && d < kAliasBytes;
+}
+
+bool movsb_as_fast() {
   if (kAddressSanitizer || !kAvx2) return false;
   constexpr std::size_t kBytes = 32 << 10, kPage = 4096, kTries = 8;
   void* mem = std::aligned_alloc(kPage, 2 * kBytes + 2 * kPage);
   if (mem == nullptr) return false;
   auto* src = static_cast<std::byte*>(mem);
-  std::byte* dst = src + kBytes + kPage + 16;  // 16 bytes above the source modulo 4 KiB
+  std::byte* dst = src + kBytes + kPage + kAliasBytes;  // the nearest distance it serves
   std::memset(src, 1, 2 * kBytes + 2 * kPage);
   using Clock = std::chrono::steady_clock;
   Clock::duration best_movsb = Clock::duration::max(), best_vector = best_movsb;
@@ -127,18 +144,23 @@ bool movsb_without_cliff() {
   return best_movsb * 4 <= best_vector * 5;  // at least 0.8 of the loop's speed
 }
 
-const bool kMovsb = movsb_without_cliff();
+const bool kMovsb = movsb_as_fast();
 #endif
 }  // namespace
 
 void copy_large(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
-  if (kMovsb) {
+  if (kMovsb && !in_alias_cliff(dst, src)) {
     copy_movsb(dst, src, n);
     return;
   }
 #endif
   copy_large_vectors(dst, src, n);
+}
+
+void copy_from_peer(void* dst, const void* src, std::size_t n) {
+  if (n < 2048) copy_bytes(dst, src, n);
+  else copy_large_vectors(dst, src, n);
 }
 
 void copy_large_vectors(void* dst, const void* src, std::size_t n) {
@@ -179,15 +201,26 @@ void copy_streaming(void* dst, const void* src, std::size_t n) {
   copy_bytes(dst, src, n);
 }
 
-void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b) {
+bool copy_twice_has_passes() {
+#if defined(__x86_64__)
+  return kMovsb;
+#else
+  return false;
+#endif
+}
+
+void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b, bool one_pass) {
 #if defined(__x86_64__)
   // Cached stores with `rep movsb`, two passes over the source (from L1 or L2 the second
   // time) rather than one pass with the loop's stores, which into a chunk the peer core has
   // just read each wait for that core (copy_movsb): 2-rank allgather, the chunks forced
   // where copy_twice serves, cached stores 134-141 us a 1 MiB call against streaming 57;
   // chosen, interleaved with one pass, 8 rounds far: 256 KiB 0.70, 1 MiB 0.61, 4 MiB 0.63
-  // of the time, 16 and 64 KiB 0.94 and 1.07; 4 ranks 0.95-1.08.
-  if (kMovsb && !streaming_b && n >= 2048) {
+  // of the time, 16 and 64 KiB 0.94 and 1.07; 4 ranks 0.95-1.08 (AMD EPYC, family 26). On
+  // family 25 one pass was the faster from 1 MiB on (2 ranks, 10 pairs, mid: 1 and 4 MiB 0.88
+  // of the time, 256 KiB 1.07): the caller may ask for it (NodeShared measures both).
+  if (kMovsb && !one_pass && !streaming_b && n >= 2048 && !in_alias_cliff(a, src) &&
+      !in_alias_cliff(b, src)) {
     copy_movsb(a, src, n);
     copy_movsb(b, src, n);
     return;

@@ -1,9 +1,9 @@
 // Bulk memory copy for the data paths: ring and chunk payloads, eager payloads into user
-// buffers. Large copies take `rep movsb` where this process found it free of the 4 KiB
-// aliasing cliff of earlier AMD Zen machines (~40 GB/s down to ~1.8 when the destination lies
-// a few bytes above the source modulo 4 KiB — exactly a page-aligned shared chunk copied into
-// a malloc'd buffer at page + 16), AVX2 loads and stores otherwise (copy.cpp says why and
-// how it tells); small ones stay with memcpy.
+// buffers. Large copies take `rep movsb` where this process found it about as fast as AVX2
+// loads and stores, and the loop where the destination lies less than a line above the source
+// modulo 4 KiB (the aliasing cliff of AMD Zen machines: ~40 GB/s down to ~1.8) or where
+// another core has just written the source (copy_from_peer); copy.cpp says why. Small copies
+// stay with memcpy.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +13,14 @@
 namespace rmp::rt {
 
 void copy_large(void* dst, const void* src, std::size_t n);
+
+// A copy out of memory another core has just written — a chunk or ring payload the peer
+// produced — into this process's own: the vector loop from 2 KiB on, whichever kernel
+// copy_large takes. Loading lines that sit in the other core's cache, `rep movsb` ran slower
+// and unevenly on the AMD EPYC of family 25: 1 MiB bandwidth windows (gets through 512 KiB
+// chunks) at 35-39 GB/s with the loop as the consumer against 20-37 (10 interleaved pairs,
+// mid placement); on family 26 the consumer's kernel made no difference.
+void copy_from_peer(void* dst, const void* src, std::size_t n);
 
 // The two kernels copy_large chooses between, each callable (tests run both on every
 // machine), and which one this process chose.
@@ -25,9 +33,12 @@ bool copy_large_uses_movsb();
 void copy_streaming(void* dst, const void* src, std::size_t n);
 
 // src into both a and b (no overlap among the three): one read of the source with the loop,
-// two passes with `rep movsb` (cached stores where copy_large takes it: copy.cpp says why).
-// b's stores are streaming ones when asked (as copy_streaming).
-void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b);
+// or two passes with `rep movsb` (cached stores where copy_large takes it, unless `one_pass`:
+// copy.cpp says why). b's stores are streaming ones when asked (as copy_streaming).
+void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b,
+                bool one_pass = false);
+// Whether copy_twice's cached stores have the two kernels to choose from (`one_pass` matters).
+bool copy_twice_has_passes();
 
 // The first and the last W bytes of n (W <= n <= 2W): together they cover all n, loaded
 // before anything is stored.

@@ -1,6 +1,7 @@
-// copy_bytes (the data paths' memcpy, with `rep movsb` only where it has no 4 KiB cliff),
-// copy_streaming (the same with non-temporal stores), copy_twice (one source, two destinations) and
-// the shm copy chooser (which mechanism serves a rendezvous get, from measured throughput).
+// copy_bytes (the data paths' memcpy, with `rep movsb` only where it is as fast and away from
+// the 4 KiB aliasing cliff), copy_from_peer (the vector loop), copy_streaming (the same with
+// non-temporal stores), copy_twice (one source, two destinations) and the shm copy chooser (which
+// mechanism serves a rendezvous get, from measured throughput).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,6 +75,39 @@ TEST(CopyLarge, BothKernels_SizesOffsetsAndLarge) {
   RecordProperty("movsb", rmp::rt::copy_large_uses_movsb() ? "chosen" : "not chosen");
 }
 
+TEST(CopyFromPeer, SizesOffsetsAndLarge) {
+  for (std::size_t n = 0; n <= 4200; n += (n < 300 ? 7 : 37))
+    check_copy(n, rmp::rt::copy_from_peer);
+  for (std::size_t n : {2047u, 2048u, 2049u, 4095u, 4096u, 4097u, 65536u + 5u, (1u << 20) + 3u})
+    check_copy(n, rmp::rt::copy_from_peer);
+}
+
+// copy_large at every distance of the destination above the source modulo 4 KiB from 0 to 72
+// (the aliasing cliff, where it takes the loop instead of `rep movsb`, is 1-63) and just
+// below: every byte lands, on whichever side of the cliff's edge the copy falls.
+TEST(CopyLarge, EveryDistanceAroundTheAliasingCliff) {
+  constexpr std::size_t kPage = 4096, n = 3 * kPage + 5;
+  std::vector<std::byte> src(n + kPage), dst(n + 2 * kPage);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + 7);
+  const auto page_of = [&](const std::vector<std::byte>& v) {
+    return (kPage - reinterpret_cast<std::uintptr_t>(v.data()) % kPage) % kPage;
+  };
+  const std::byte* s = src.data() + page_of(src);
+  std::vector<std::size_t> distances;
+  for (std::size_t d = 0; d <= 72; ++d) distances.push_back(d);
+  for (std::size_t d : {4032u, 4080u, 4095u}) distances.push_back(d);
+  for (std::size_t d : distances) {
+    std::fill(dst.begin(), dst.end(), std::byte{0xEE});
+    std::byte* to = dst.data() + page_of(dst) + d;
+    rmp::rt::copy_large(to, s, n);
+    for (std::size_t i = 0; i < dst.size(); ++i) {
+      const std::ptrdiff_t k = dst.data() + i - to;
+      const bool inside = k >= 0 && static_cast<std::size_t>(k) < n;
+      ASSERT_EQ(dst[i], inside ? s[k] : std::byte{0xEE}) << "distance " << d << " byte " << i;
+    }
+  }
+}
+
 TEST(CopyStreaming, SizesOffsetsAndLarge) {
   for (std::size_t n = 0; n <= 4200; n += (n < 300 ? 7 : 37))
     check_copy(n, rmp::rt::copy_streaming);
@@ -83,7 +117,7 @@ TEST(CopyStreaming, SizesOffsetsAndLarge) {
 
 // copy_twice into two destinations at independent offsets (cached and streaming), every byte
 // of both checked, guards included.
-void check_copy_twice(std::size_t n, bool streaming) {
+void check_copy_twice(std::size_t n, bool streaming, bool one_pass = false) {
   const std::size_t offsets[] = {0, 1, 17, 31, 32, 63};
   std::vector<std::byte> src(n + 128), a(n + 256), b(n + 256);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + 7);
@@ -92,7 +126,8 @@ void check_copy_twice(std::size_t n, bool streaming) {
       for (std::size_t bo : offsets) {
         std::fill(a.begin(), a.end(), std::byte{0xEE});
         std::fill(b.begin(), b.end(), std::byte{0xDD});
-        rmp::rt::copy_twice(a.data() + ao + 64, b.data() + bo + 64, src.data() + so, n, streaming);
+        rmp::rt::copy_twice(a.data() + ao + 64, b.data() + bo + 64, src.data() + so, n, streaming,
+                            one_pass);
         for (std::size_t i = 0; i < a.size(); ++i) {
           const bool in_a = i >= ao + 64 && i < ao + 64 + n;
           const bool in_b = i >= bo + 64 && i < bo + 64 + n;
@@ -106,11 +141,14 @@ void check_copy_twice(std::size_t n, bool streaming) {
   }
 }
 
-TEST(CopyTwice, SizesOffsetsCachedAndStreaming) {
-  for (bool streaming : {false, true}) {
+// Cached in one pass or in two (NodeShared times both where copy_twice_has_passes), and
+// streaming.
+TEST(CopyTwice, SizesOffsetsCachedOnePassTwoPassesAndStreaming) {
+  for (int kind = 0; kind < 3; ++kind) {
     for (std::size_t n : {0u, 1u, 63u, 2047u, 2048u, 2049u, 4096u, 4097u, 65536u + 5u})
-      check_copy_twice(n, streaming);
+      check_copy_twice(n, kind == 2, kind == 1);
   }
+  RecordProperty("passes", rmp::rt::copy_twice_has_passes() ? "two kernels" : "one");
 }
 
 // Throughput the fake clock reports for each mechanism.

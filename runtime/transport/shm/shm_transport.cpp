@@ -802,7 +802,7 @@ int ShmEndpoint::drain_chunks() {
     const std::size_t at = static_cast<std::size_t>(consumed_ % ring);
     const std::size_t len = std::min({static_cast<std::size_t>(produced_cache_ - consumed_),
                                       j.fragment, j.len - j.off, ring - at});
-    copy_bytes(j.dst + j.off, in_chunks_.chunks + at, len);
+    rt::copy_from_peer(j.dst + j.off, in_chunks_.chunks + at, len);  // the owner wrote it
     j.off += len;
     consumed_ += len;
     sh->consumed.store(consumed_, std::memory_order_release);
