@@ -913,14 +913,15 @@ public:
   // pass of the loop against two of `rep movsb` (2 ranks' allgather, 10 interleaved pairs,
   // mid placement, AMD EPYC of family 25): 256 KiB 1.07, 1 and 4 MiB 0.88 of the time.
   void put_and_copy(void* chunk, void* also, const void* src, std::size_t n) {
-    if (store_mode_ == kStreaming || n < kTwiceChoiceBytes || !rt::copy_twice_has_passes()) {
+    if (store_mode_ == kStreaming || n < kTwiceChoiceBytes ||
+        !rt::copy_twice_has_passes(also, chunk, src)) {
       rt::copy_twice(also, chunk, src, n, store_mode_ == kStreaming);
       return;
     }
     const int k = twice_choice_.choose(n);
-    const Clock::time_point t0 = Clock::now();
+    const rt::FastClock::time_point t0 = rt::FastClock::now();
     rt::copy_twice(also, chunk, src, n, false, k == kOnePass);
-    twice_choice_.record(k, n, std::chrono::duration<double>(Clock::now() - t0).count());
+    twice_choice_.record(k, n, std::chrono::duration<double>(rt::FastClock::now() - t0).count());
   }
   // Whether this call stores into chunks with streaming stores (for stores of its own, as
   // the compressed allreduce's encoding).
@@ -1211,7 +1212,8 @@ private:
   using StoreChoice = rt::MeasuredChoice<2>;
   StoreChoice& choice(Use u) { return store_choice_[static_cast<std::size_t>(u)]; }
   // put_and_copy's kernels (rt::copy_twice): two passes of `rep movsb`, one of the loop; from
-  // kTwiceChoiceBytes on (below, a copy takes about as long as the clock's two reads).
+  // kTwiceChoiceBytes on (below, where a copy takes ~60-500 ns, the two clock reads would add
+  // a tenth or more to it).
   static constexpr int kTwoPasses = 0, kOnePass = 1;
   static constexpr std::size_t kTwiceChoiceBytes = 16 << 10;
   rt::MeasuredChoice<2> twice_choice_{0b11, {.period = 64, .burst = 2, .hysteresis = 0.05}};
@@ -2029,7 +2031,8 @@ void small_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* ou
 
 void shm_allgather(const CommImpl& c, NodeShared& ns, const void* in, void* out, const Layout& l) {
   // Round k moves bytes [k·chunk, (k + 1)·chunk) of every rank's block. Not in place, this
-  // rank's own piece goes into its chunk and its place in `out` in one pass over `in`.
+  // rank's own piece goes into its chunk and its place in `out` in one call (put_and_copy:
+  // one pass over `in` or two, whichever this rank measured faster).
   const int n = c.size(), r = c.rank();
   std::size_t longest = 0, total = 0;
   for (int q = 0; q < n; ++q) longest = std::max(longest, l.size(q)), total += l.size(q);

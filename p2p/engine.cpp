@@ -629,7 +629,9 @@ RequestState* Engine::irecv(const CommImpl& comm, p2p::Channel ch, void* buf, st
     r->status.bytes = r->cap;
     fail(r, Errc::truncate, truncate_message(r->call, h.src, h.tag, payload.size(), r->cap));
   } else if (!payload.empty()) {
-    rt::copy_from_peer(r->buf, payload.data(), payload.size());  // where the sender wrote it
+    // Mostly out of a ring the sending process just wrote (else an unexpected buffer this
+    // process filled, or its own send buffer on the self transport: the loop serves those too).
+    rt::copy_from_peer(r->buf, payload.data(), payload.size());
   }
   Peer& p = peer(peer_world);
   return_credit(p, peer_world, payload.size());

@@ -106,13 +106,14 @@ constexpr bool kAddressSanitizer = false;
 
 // The cliff: `rep movsb` with the destination less than a line above the source modulo 4 KiB.
 // On an AMD EPYC of family 25 (Zen 4) a 32 KiB copy took 16-28x the loop's time 1 or 8 bytes
-// above, 1.3-1.7x at 16, 1.1-1.6x at 48 and 63, 0.94-1.05x at 0, at 64 and beyond, and at
-// 4080 or 4095 (just below); earlier Zen machines fell to ~1.8 GB/s a few bytes above (a
-// page-aligned chunk copied into a malloc'd buffer at page + 16). Before, each process timed
-// the two kernels at 16 bytes above and took `rep movsb` where it kept 0.8 of the loop's
+// above, 1.3-1.7x at 16, 1.1-1.6x at 48 and 63, 0.94-1.05x at 0 and at 64 to 4032, and
+// 1.05-1.12x at 4080 and 4095 (just below); earlier Zen machines fell to ~1.8 GB/s a few bytes
+// above (a page-aligned chunk copied into a malloc'd buffer at page + 16). Before, each process
+// timed the two kernels at 16 bytes above and took `rep movsb` where it kept 0.8 of the loop's
 // speed: on family 25 that came out either way from one process to the next (19 `rep movsb`
 // of 30), so each rank of one run took one kernel or the other. Now every copy looks at its
-// distance, and the timing is done where no cliff lies.
+// distance, and the timing is done where no cliff lies. (The cliff's width, a line, is
+// family 25's; a machine whose cliff reached further would lose there unseen.)
 constexpr std::uintptr_t kAliasBytes = 64;
 
 bool in_alias_cliff(const void* dst, const void* src) {
@@ -150,12 +151,22 @@ const bool kMovsb = movsb_as_fast();
 
 void copy_large(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
-  if (kMovsb && !in_alias_cliff(dst, src)) {
+  if (copy_large_takes_movsb(dst, src)) {
     copy_movsb(dst, src, n);
     return;
   }
 #endif
   copy_large_vectors(dst, src, n);
+}
+
+bool copy_large_takes_movsb(const void* dst, const void* src) {
+#if defined(__x86_64__)
+  return kMovsb && !in_alias_cliff(dst, src);
+#else
+  (void)dst;
+  (void)src;
+  return false;
+#endif
 }
 
 void copy_from_peer(void* dst, const void* src, std::size_t n) {
@@ -201,12 +212,8 @@ void copy_streaming(void* dst, const void* src, std::size_t n) {
   copy_bytes(dst, src, n);
 }
 
-bool copy_twice_has_passes() {
-#if defined(__x86_64__)
-  return kMovsb;
-#else
-  return false;
-#endif
+bool copy_twice_has_passes(const void* a, const void* b, const void* src) {
+  return copy_large_takes_movsb(a, src) && copy_large_takes_movsb(b, src);
 }
 
 void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b, bool one_pass) {
@@ -219,8 +226,7 @@ void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming
   // of the time, 16 and 64 KiB 0.94 and 1.07; 4 ranks 0.95-1.08 (AMD EPYC, family 26). On
   // family 25 one pass was the faster from 1 MiB on (2 ranks, 10 pairs, mid: 1 and 4 MiB 0.88
   // of the time, 256 KiB 1.07): the caller may ask for it (NodeShared measures both).
-  if (kMovsb && !one_pass && !streaming_b && n >= 2048 && !in_alias_cliff(a, src) &&
-      !in_alias_cliff(b, src)) {
+  if (!one_pass && !streaming_b && n >= 2048 && copy_twice_has_passes(a, b, src)) {
     copy_movsb(a, src, n);
     copy_movsb(b, src, n);
     return;

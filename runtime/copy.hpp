@@ -27,6 +27,9 @@ void copy_from_peer(void* dst, const void* src, std::size_t n);
 void copy_large_vectors(void* dst, const void* src, std::size_t n);
 void copy_large_movsb(void* dst, const void* src, std::size_t n);
 bool copy_large_uses_movsb();
+// Whether copy_large takes `rep movsb` for this destination and source: where it chose it,
+// unless the destination lies 1-63 bytes above the source modulo 4 KiB.
+bool copy_large_takes_movsb(const void* dst, const void* src);
 
 // A copy whose destination another core reads next: streaming (non-temporal) stores, ordered
 // before anything the caller stores afterwards (no overlap).
@@ -37,8 +40,9 @@ void copy_streaming(void* dst, const void* src, std::size_t n);
 // copy.cpp says why). b's stores are streaming ones when asked (as copy_streaming).
 void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming_b,
                 bool one_pass = false);
-// Whether copy_twice's cached stores have the two kernels to choose from (`one_pass` matters).
-bool copy_twice_has_passes();
+// Whether copy_twice's cached stores into a and b from src have the two kernels to choose
+// from (`one_pass` matters): copy_large takes `rep movsb` for both.
+bool copy_twice_has_passes(const void* a, const void* b, const void* src);
 
 // The first and the last W bytes of n (W <= n <= 2W): together they cover all n, loaded
 // before anything is stored.

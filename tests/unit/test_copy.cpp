@@ -82,6 +82,22 @@ TEST(CopyFromPeer, SizesOffsetsAndLarge) {
     check_copy(n, rmp::rt::copy_from_peer);
 }
 
+// Where copy_large chose `rep movsb`, it takes it at every distance of the destination above
+// the source modulo 4 KiB but 1-63 (the aliasing cliff); elsewhere never.
+TEST(CopyLarge, TakesMovsbOutsideTheAliasingCliffOnly) {
+  alignas(4096) static std::byte page[3 * 4096];
+  const std::byte* src = page + 4096;
+  const bool chosen = rmp::rt::copy_large_uses_movsb();
+  for (std::ptrdiff_t d : {-4096, -4033, -64, -1, 0, 1, 8, 16, 63, 64, 65, 128, 4032, 4095}) {
+    const std::size_t mod = static_cast<std::size_t>(d) & 4095;
+    const bool cliff = mod != 0 && mod < 64;
+    EXPECT_EQ(rmp::rt::copy_large_takes_movsb(src + d, src), chosen && !cliff) << "distance " << d;
+  }
+  EXPECT_EQ(rmp::rt::copy_twice_has_passes(page, page + 2 * 4096, src), chosen);
+  EXPECT_FALSE(rmp::rt::copy_twice_has_passes(page, page + 2 * 4096 + 16, src));
+  RecordProperty("movsb", chosen ? "chosen" : "not chosen");
+}
+
 // copy_large at every distance of the destination above the source modulo 4 KiB from 0 to 72
 // (the aliasing cliff, where it takes the loop instead of `rep movsb`, is 1-63) and just
 // below: every byte lands, on whichever side of the cliff's edge the copy falls.
@@ -148,7 +164,6 @@ TEST(CopyTwice, SizesOffsetsCachedOnePassTwoPassesAndStreaming) {
     for (std::size_t n : {0u, 1u, 63u, 2047u, 2048u, 2049u, 4096u, 4097u, 65536u + 5u})
       check_copy_twice(n, kind == 2, kind == 1);
   }
-  RecordProperty("passes", rmp::rt::copy_twice_has_passes() ? "two kernels" : "one");
 }
 
 // Throughput the fake clock reports for each mechanism.

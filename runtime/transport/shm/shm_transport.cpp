@@ -707,7 +707,7 @@ TStatus ShmEndpoint::put(std::span<const std::byte> local, std::uint64_t remote_
         } else if (am == kAmPutData) {
           std::uint64_t h[2];
           std::memcpy(h, hdr.data(), sizeof h);
-          copy_bytes(reinterpret_cast<void*>(h[0]), payload.data(), payload.size());
+          rt::copy_from_peer(reinterpret_cast<void*>(h[0]), payload.data(), payload.size());
         } else if (am == kAmEagerCost && hdr.size() >= sizeof(EagerCost)) {
           EagerCost c;
           std::memcpy(&c, hdr.data(), sizeof c);
