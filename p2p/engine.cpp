@@ -155,7 +155,8 @@ Engine::Engine(rt::Context& ctx) : ctx_(ctx) {
         model && link && source_of(set, "eager_threshold") == rt::Source::formula;
     tuner_ = std::make_unique<p2p::ProtocolTuner>(
         inline_threshold_, eager_threshold_, ctx.eager_buffer_bytes() / 4, credit_bytes_,
-        model ? p2p::RndvModel{p.get_bw, p.rndv_setup_us, link ? p.link_bw : 0, threshold}
+        model ? p2p::RndvModel{p.get_bw, p.rndv_setup_us, link ? p.link_bw : 0, threshold,
+                               measured_or_set(set, "link_rtt_us") ? p.link_rtt_us : 0}
               : p2p::RndvModel{},
         ctx.rank());
   }

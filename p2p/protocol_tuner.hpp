@@ -44,6 +44,7 @@ struct RndvModel {
   // and the transport's get start, runtime/params.hpp): the static rule is the model's choice
   // there.
   bool sets_threshold = false;
+  double rtt_us = 0;  // µs of the link's round trip (0: unknown; see model_cost)
 };
 
 class ProtocolTuner {
@@ -90,13 +91,18 @@ public:
     // streams are tuned in a bucket that only reaches into the range: with a calibrated eager
     // threshold of 290-360 KB (link_bw measured at 21-22 GB/s in one run of four) the range
     // began at 36-45 KB and 64 KiB windows were left eager at 28 GB/s where rendezvous ran 40.
+    // Below the range too, streams are tuned where the model puts rendezvous streams within
+    // kModelWorse of eager ones (at the bucket's largest size): with a calibrated eager
+    // threshold of 29-40 KB the range began at 3.6-5 KB, and 4 KiB windows stayed eager at
+    // 8-10 GB/s in most runs (cores at mid distance) where rendezvous ran at 11-15.
     const bool model = rndv_.get_bw > 0 && rndv_.link_bw > 0;
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
       const std::size_t lo = std::size_t{1} << (b - 1), hi = std::size_t{1} << b;
       if (hi > high || lo < inline_threshold) continue;
       // Its start is set at its first send (post).
       if (lo >= low && lo < 2 * eager_threshold) alone_.enable(b, {});
-      if (lo >= low || (model && hi > low)) stream_.enable(b, {});
+      const bool model_close = model && model_cost(false, hi) < kModelWorse * model_cost(true, hi);
+      if (lo >= low || (model && hi > low) || model_close) stream_.enable(b, {});
     }
   }
 
@@ -167,15 +173,20 @@ public:
                           ? std::optional<rt::HillTuner::Setting>(setting(start[0] != kEager))
                           : std::nullopt);
       // A stream the model starts rendezvous has eager put behind, as a setting it moved away
-      // from, where the model prices eager streams above rendezvous ones; where it starts them
-      // rendezvous only within kRndvStreamSlack of eager, one noisy window of eager sends must
-      // not shut eager out for the run (16 KiB windows, cores near: eager at 17.6 GB/s in its
-      // first judged window, against rendezvous's 22.9 then and eager's 28-31 once warm).
+      // from, where the model prices eager streams above rendezvous ones and the static rule
+      // sends rendezvous too. Where it starts them rendezvous only within kRndvStreamSlack of
+      // eager, one noisy window of eager sends must not shut eager out for the run (16 KiB
+      // windows, cores near: eager at 17.6 GB/s in its first judged window, against
+      // rendezvous's 22.9 then and eager's 28-31 once warm); nor where eager is the static
+      // rule's choice: link_bw, calibrated at 10.5-15.5 GB/s here, put eager streams of 4 and
+      // 16 KiB behind rendezvous ones where they ran at 20-38 GB/s in most runs (mid distance),
+      // and one slow burst left them rendezvous for the run.
       if (rndv_stream_faster(bytes))
-        stream_.enable(b, setting(false),
-                       model_cost(true, bytes) > model_cost(false, bytes)
-                           ? std::optional<rt::HillTuner::Setting>(setting(true))
-                           : std::nullopt);
+        stream_.enable(
+            b, setting(false),
+            bytes > eager_threshold_ && model_cost(true, bytes) > model_cost(false, bytes)
+                ? std::optional<rt::HillTuner::Setting>(setting(true))
+                : std::nullopt);
       else stream_.enable(b, start);
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
@@ -432,10 +443,21 @@ private:
   // get_bw or its setup, whichever is longer, since in a stream the setup of one send overlaps
   // the copies of those before it, as its handshake does. Eager: each byte through the
   // buffer at link_bw (the sender's copy in overlapping the receiver's copy out).
+  // A rendezvous send's own part in a stream is what its four messages cost (the rts, the
+  // get's request, the chunk's notice and the fin, each a line moved from one core to the
+  // other: half a round trip), where that is less than the setup: in a stream the transport
+  // gets small messages through its chunks, with no set-up of a single copy a send. On the
+  // setup alone (1.29 us, a 64-byte process_vm_readv on this VM) rendezvous streams of 4 KiB
+  // were put at 3.2 GB/s and far behind eager ones, never explored; measured, cores at mid
+  // distance, they took 0.26 us a send (15 GB/s), 1 KiB to 8 KiB 0.23-0.35 us, where
+  // 2 × link_rtt_us is 0.22.
+  double stream_start_us() const {
+    return rndv_.rtt_us > 0 ? std::min(rndv_.setup_us, 2 * rndv_.rtt_us) : rndv_.setup_us;
+  }
   double model_cost(bool eager, std::size_t bytes) const {
     if (eager) return rndv_.link_bw > 0 ? 1 / rndv_.link_bw : 0;
     if (rndv_.get_bw <= 0 || bytes == 0) return 0;
-    return std::max(1 / rndv_.get_bw, rndv_.setup_us * 1e-6 / static_cast<double>(bytes));
+    return std::max(1 / rndv_.get_bw, stream_start_us() * 1e-6 / static_cast<double>(bytes));
   }
 
   // Whether a stream of the candidate protocol would take kModelWorse times the time per byte
