@@ -33,7 +33,8 @@
 
 namespace rmp::p2p {
 
-// What a rendezvous send costs, as the tuning model has it (Params: get_bw, rndv_setup_us),
+// What a rendezvous send costs, as the tuning model has it (Params: get_bw, rndv_setup_us,
+// link_rtt_us),
 // and what an eager one costs in a stream (link_bw: the transport's pipelined copy, the
 // sender's copy into its buffer overlapping the receiver's copy out).
 struct RndvModel {
@@ -49,7 +50,8 @@ struct RndvModel {
 
 class ProtocolTuner {
 public:
-  // Buckets entirely inside (max(inline_threshold, eager_threshold / 8), reach] are tuned,
+  // Buckets entirely inside (max(inline_threshold, eager_threshold / 8), reach] are tuned
+  // (streams below it too where the model puts rendezvous close: see the constructor's body),
   // where reach is the larger of 2 × eager_threshold and `eager_reach` (Engine: a quarter of
   // the transports' eager buffer, so that four of the largest eager messages fit in it: the
   // shm byte ring of 1 MiB gives 256 KiB, the top of the static eager_threshold sweep the
@@ -93,8 +95,11 @@ public:
     // began at 36-45 KB and 64 KiB windows were left eager at 28 GB/s where rendezvous ran 40.
     // Below the range too, streams are tuned where the model puts rendezvous streams within
     // kModelWorse of eager ones (at the bucket's largest size): with a calibrated eager
-    // threshold of 29-40 KB the range began at 3.6-5 KB, and 4 KiB windows stayed eager at
-    // 8-10 GB/s in most runs (cores at mid distance) where rendezvous ran at 11-15.
+    // threshold of 29-40 KB the range began at 3.6-5 KB, and 4 KiB windows stayed eager in the
+    // runs where eager ran at 8-10 GB/s (cores at mid distance; 18-27 in others) and
+    // rendezvous at 11-15. (Streams of a size that starts rendezvous by the model, among the
+    // sends of a stream opened by another size, keep that setting unjudged, as every size does
+    // there.)
     const bool model = rndv_.get_bw > 0 && rndv_.link_bw > 0;
     for (std::size_t b = 1; b < rt::HillTuner::kBuckets - 1; ++b) {
       const std::size_t lo = std::size_t{1} << (b - 1), hi = std::size_t{1} << b;
@@ -178,9 +183,13 @@ public:
       // eager, one noisy window of eager sends must not shut eager out for the run (16 KiB
       // windows, cores near: eager at 17.6 GB/s in its first judged window, against
       // rendezvous's 22.9 then and eager's 28-31 once warm); nor where eager is the static
-      // rule's choice: link_bw, calibrated at 10.5-15.5 GB/s here, put eager streams of 4 and
-      // 16 KiB behind rendezvous ones where they ran at 20-38 GB/s in most runs (mid distance),
-      // and one slow burst left them rendezvous for the run.
+      // rule's choice: link_bw, calibrated at 10.5-15.5 GB/s on the Zen 4 VM, put eager streams
+      // of 4 and 16 KiB behind rendezvous ones, which they outran in many runs there (mid
+      // distance: 18-27 and 30-38 GB/s against 11-15 and ~29), and one slow burst would have
+      // left them rendezvous for the run. The cost: below a far-apart threshold of 95-180 KB,
+      // 64 KiB eager windows found clearly worse no longer stop at once; they back off as any
+      // losing try does (periods of 8, 16, ... streams: in a benchmark's 22 windows a size, two
+      // bursts instead of one).
       if (rndv_stream_faster(bytes))
         stream_.enable(
             b, setting(false),
@@ -440,10 +449,10 @@ private:
   }
 
   // A stream's time per byte by the model (0: unknown). Rendezvous: each send costs its get at
-  // get_bw or its setup, whichever is longer, since in a stream the setup of one send overlaps
-  // the copies of those before it, as its handshake does. Eager: each byte through the
-  // buffer at link_bw (the sender's copy in overlapping the receiver's copy out).
-  // A rendezvous send's own part in a stream is what its four messages cost (the rts, the
+  // get_bw or its start (stream_start_us), whichever is longer, since in a stream the setup of
+  // one send overlaps the copies of those before it, as its handshake does. Eager: each byte
+  // through the buffer at link_bw (the sender's copy in overlapping the receiver's copy out).
+  // A rendezvous send's start in a stream is what its four messages cost (the rts, the
   // get's request, the chunk's notice and the fin, each a line moved from one core to the
   // other: half a round trip), where that is less than the setup: in a stream the transport
   // gets small messages through its chunks, with no set-up of a single copy a send. On the
@@ -483,9 +492,8 @@ private:
   // (below the eager threshold: eager by the static rule), the model started those streams
   // rendezvous (19.5-20.8 GB/s) and, eager put 1.5x behind, never tried eager: the tuner at
   // 1.24 and 1.41 of the static rule's time (12 interleaved pairs). The 64 KiB eager windows
-  // above, below a far-apart threshold of 95-180 KB, are now tried once: one burst, and where
-  // the model prices eager above rendezvous and the burst is clearly worse, no more for the run
-  // (the start's `left`, rndv_stream_faster).
+  // above, below a far-apart threshold of 95-180 KB, are tried, and back off as any losing
+  // try does (post: eager is the start's `left` only above the eager threshold).
   static constexpr double kModelWorse = 1.5;
   bool model_puts_far_behind(std::size_t bucket, std::size_t bytes, bool candidate_eager) const {
     if (candidate_eager == (bytes <= eager_threshold_)) return false;
@@ -506,11 +514,14 @@ private:
   // 64 KiB windows ran at 31-33 GB/s by rendezvous and 16-23 eager, where a benchmark's 22
   // windows a size were too few and too noisy (single windows of one setting 13-32 GB/s) for
   // the stream tuner to find rendezvous from eager: tune-proof put it at 1.22x the best static
-  // setting. By the model streams go rendezvous from setup × link_bw / kRndvStreamSlack (27 KB
-  // there) up, eager below: measured, 16 KiB rendezvous windows took 1.3x eager's time. Eager
-  // streams explored there and found clearly worse back off to the longest period at once, as a
-  // setting the bucket moved away from does (HillTuner::enable), where the model prices eager
-  // above rendezvous: model and measurement agree. The
+  // setting. By the model streams go rendezvous from stream_start_us() × link_bw /
+  // kRndvStreamSlack up (27 KB there with the setup as the start, before the link's round
+  // trip counted; ~12 KB with 2 × link_rtt_us of ~0.58 us far apart, ~2 KB near), eager below:
+  // measured, 16 KiB rendezvous windows took 1.3x eager's time there, and eager, tried from a
+  // bucket's third stream, takes such a bucket back. Eager streams explored above the eager
+  // threshold and found clearly worse back off to the longest period at once, as a setting the
+  // bucket moved away from does (HillTuner::enable), where the model prices eager above
+  // rendezvous: model and measurement agree. The
   // model's rendezvous streams are slower than the real ones, whose gets run in batches on both
   // cores and overlap their setups with each other: with the cores far apart (get_bw 22-26 GB/s,
   // setup 2.7 us, link_bw 14-22 GB/s) rendezvous windows ran 1.21x eager's speed at 32 KiB, 1.36x

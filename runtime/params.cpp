@@ -399,7 +399,8 @@ constexpr std::array<KnobDef, kKnobCount> kKnobs{{
      .calibrated = &LinkFigures::rtt_us,
      .meaning = {"", "round trip between ranks", "round trip", "round trip"},
      .help = "Round-trip time (0-1e6 us): calibrated at start-up, else declared per "
-             "transport. Feeds pipeline_depth, spin_us and max_rtt_ms."},
+             "transport. Feeds pipeline_depth, spin_us, max_rtt_ms and, measured or set, the "
+             "adaptive tuner's price of rendezvous streams."},
     {.id = Knob::expected_concurrency, .name = "expected_concurrency", .type = Type::size,
      .unit = "requests", .field = &Params::expected_concurrency, .default_value = 16, .min = 1,
      .max = 65536,
