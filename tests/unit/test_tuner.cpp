@@ -1071,6 +1071,31 @@ TEST(ProtocolTuner, Streams_RoundTripModel_TunesSmallStreamsEitherWay) {
   }
 }
 
+// In a bucket where only streams are tuned (4 KiB with the figures above: below the range of
+// sends alone), a ping-pong reads no clock after its first send, and a window of sends that
+// follows is still judged and tuned: from its second send, then whole.
+TEST(ProtocolTuner, StreamsOnlyBucket_SendsAloneUntimed) {
+  const p2p::RndvModel model{15.6e9, 1.292, 10.5e9, true, 0.108};
+  p2p::ProtocolTuner t(28, 39837, 524288, 0, model);
+  std::int64_t clock = 0;
+  int reads = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (i > 0) reads += t.post_reads_clock(4096);
+    EXPECT_TRUE(t.post(4096, clock).eager) << "send " << i;
+    clock += 400;
+    reads += t.complete_reads_clock();
+    t.complete(true, clock);
+    t.release();
+    clock += 400;
+  }
+  EXPECT_EQ(reads, 0);
+  // Windows after the ping-pong: rendezvous at 0.27 us a send against eager's 0.45.
+  auto cost = [](bool eager) -> std::int64_t { return eager ? 450 : 270; };
+  bool eager = true;
+  for (int w = 0; w < 30; ++w) send_window(t, 4096, 64, clock, cost, &eager);
+  EXPECT_FALSE(eager) << "the windows did not move to rendezvous";
+}
+
 // Where the model set the eager threshold (RndvModel::sets_threshold), the protocol the static
 // rule does not take for a send alone counts as one the bucket moved away from: rendezvous
 // ping-pongs at 1.2-1.7x eager's round trips, single uses as low as 1.05, back off to the
