@@ -518,7 +518,7 @@ private:
   // the stream tuner to find rendezvous from eager: tune-proof put it at 1.22x the best static
   // setting. By the model streams go rendezvous from stream_start_us() × link_bw /
   // kRndvStreamSlack up (27 KB there with the setup as the start, before the link's round
-  // trip counted; ~12 KB with 2 × link_rtt_us of ~0.58 us far apart, ~2 KB near), eager below:
+  // trip counted; with 2 × link_rtt_us, 1.5-2.2 KB by the Zen 4 VM's figures), eager below:
   // measured, 16 KiB rendezvous windows took 1.3x eager's time there, and eager, tried from a
   // bucket's third stream, takes such a bucket back. Eager streams explored above the eager
   // threshold and found clearly worse back off to the longest period at once, as a setting the
