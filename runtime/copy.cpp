@@ -170,7 +170,7 @@ bool copy_large_takes_movsb(const void* dst, const void* src) {
 }
 
 void copy_from_peer(void* dst, const void* src, std::size_t n) {
-  if (n < 2048) copy_bytes(dst, src, n);
+  if (n < kLargeCopy) copy_bytes(dst, src, n);
   else copy_large_vectors(dst, src, n);
 }
 
@@ -203,7 +203,7 @@ bool copy_large_uses_movsb() {
 
 void copy_streaming(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
-  if (kAvx2 && n >= 2048) {
+  if (kAvx2 && n >= kLargeCopy) {
     copy_vectors<true, false>(static_cast<std::byte*>(dst), nullptr,
                               static_cast<const std::byte*>(src), n);
     return;
@@ -226,12 +226,12 @@ void copy_twice(void* a, void* b, const void* src, std::size_t n, bool streaming
   // of the time, 16 and 64 KiB 0.94 and 1.07; 4 ranks 0.95-1.08 (AMD EPYC, family 26). On
   // family 25 one pass was the faster from 1 MiB on (2 ranks, 10 pairs, mid: 1 and 4 MiB 0.88
   // of the time, 256 KiB 1.07): the caller may ask for it (NodeShared measures both).
-  if (!one_pass && !streaming_b && n >= 2048 && copy_twice_has_passes(a, b, src)) {
+  if (!one_pass && !streaming_b && n >= kLargeCopy && copy_twice_has_passes(a, b, src)) {
     copy_movsb(a, src, n);
     copy_movsb(b, src, n);
     return;
   }
-  if (kAvx2 && n >= 2048) {
+  if (kAvx2 && n >= kLargeCopy) {
     auto* pa = static_cast<std::byte*>(a);
     auto* pb = static_cast<std::byte*>(b);
     const auto* ps = static_cast<const std::byte*>(src);

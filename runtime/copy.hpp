@@ -69,12 +69,15 @@ inline void copy_short(void* dst, const void* src, std::size_t n) {
   else if (n == 1) *d = *s;
 }
 inline constexpr std::size_t kShortCopy = 64;
+// From here on copies take the large kernels (copy_large, the vector loop, `rep movsb`);
+// below, memcpy.
+inline constexpr std::size_t kLargeCopy = 2048;
 
 // memcpy for the data paths (no overlap).
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   if (n <= kShortCopy) {
     copy_short(dst, src, n);
-  } else if (n < 2048) {
+  } else if (n < kLargeCopy) {
     std::memcpy(dst, src, n);
   } else {
     copy_large(dst, src, n);
