@@ -34,9 +34,8 @@
 namespace rmp::p2p {
 
 // What a rendezvous send costs, as the tuning model has it (Params: get_bw, rndv_setup_us,
-// link_rtt_us),
-// and what an eager one costs in a stream (link_bw: the transport's pipelined copy, the
-// sender's copy into its buffer overlapping the receiver's copy out).
+// link_rtt_us), and what an eager one costs in a stream (link_bw: the transport's pipelined
+// copy, the sender's copy into its buffer overlapping the receiver's copy out).
 struct RndvModel {
   double get_bw = 0;    // bytes/s of the transport's get
   double setup_us = 0;  // µs to set one up, beyond the handshake's round trip
