@@ -41,8 +41,10 @@ public:
     // always), so that two mechanisms of about the same speed do not take turns.
     double hysteresis = 0;
     // Bursts of small uses grow until they move this many bytes besides their first use, up
-    // to 2 x `burst` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
+    // to `burst_most` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
     std::size_t burst_bytes = 0;
+    // The most uses a burst grows to with burst_bytes (0: 2 x `burst`).
+    int burst_most = 0;
     // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
     // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
     // costs one more burst per size class, early in a run (node-shared allreduce, bcast and
@@ -522,8 +524,10 @@ private:
   int burst_of(std::size_t bytes) const {
     if (pace_.burst_bytes == 0 || bytes == 0) return pace_.burst;
     const std::size_t want = (pace_.burst_bytes + bytes - 1) / bytes + 1;
+    const int most =
+        std::max(pace_.burst_most > 0 ? pace_.burst_most : 2 * pace_.burst, pace_.burst);
     return static_cast<int>(std::clamp<std::size_t>(want, static_cast<std::size_t>(pace_.burst),
-                                                    2 * static_cast<std::size_t>(pace_.burst)));
+                                                    static_cast<std::size_t>(most)));
   }
 
   // With Pace::rejudge_warmup, the mode other than `best` whose rate still rests on its

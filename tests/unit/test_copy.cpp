@@ -215,11 +215,13 @@ TEST(CopyChooser, PicksTheFastestAndKeepsMeasuringTheOthers) {
   EXPECT_LE(uses[0] + uses[1] + uses[3], 250) << "not too often in all";
 }
 
-// Bursts grow until they move 1 MiB after their first get, from 4 gets up to 8: a 128 KiB
-// burst is 8 gets (896 KiB after its first), a 256 KiB one 5, a 512 KiB one 4.
+// Bursts grow until they move 1 MiB after their first get, from 4 gets up to 24 (gets in a
+// stream): a 32 KiB burst is 24 gets (capped), a 64 KiB one 17, a 128 KiB one 9, a 256 KiB
+// one 5, a 512 KiB one 4.
 TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
   for (const auto& [bytes, burst] :
-       {std::pair{std::size_t{128} << 10, 8}, std::pair{std::size_t{256} << 10, 5},
+       {std::pair{std::size_t{32} << 10, 24}, std::pair{std::size_t{64} << 10, 17},
+        std::pair{std::size_t{128} << 10, 9}, std::pair{std::size_t{256} << 10, 5},
         std::pair{std::size_t{512} << 10, 4}, std::pair{std::size_t{4} << 20, 4}}) {
     CopyChooser c;
     const FakeRates r{24e9, 30e9, 16e9, 10e9};
@@ -240,6 +242,65 @@ TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
     ASSERT_GE(runs.size(), 3u) << bytes;
     for (int n : runs) EXPECT_EQ(n, burst) << bytes << " B";
   }
+}
+
+// Gets alone keep bursts of at most 8: 9 at 128 KiB would be 8, 17 at 64 KiB 8.
+TEST(CopyChooser, GetsAlone_BurstsOfAtMostEight) {
+  for (const auto& [bytes, burst] :
+       {std::pair{std::size_t{64} << 10, 8}, std::pair{std::size_t{128} << 10, 8},
+        std::pair{std::size_t{256} << 10, 5}}) {
+    CopyChooser c;
+    const FakeRates r{24e9, 30e9, 16e9, 10e9};
+    std::vector<Mode> used;
+    for (int i = 0; i < 3000; ++i) {
+      const Mode m = c.choose(bytes, CopyChooser::Traffic::alone);
+      used.push_back(m);
+      c.record(m, bytes, static_cast<double>(bytes) / r.of(m), CopyChooser::Traffic::alone);
+    }
+    std::vector<int> runs;
+    for (std::size_t i = 40; i < used.size(); ++i) {
+      if (used[i] != Mode::single) continue;
+      if (used[i - 1] != Mode::single) runs.push_back(0);
+      ++runs.back();
+    }
+    ASSERT_GE(runs.size(), 3u) << bytes;
+    for (int n : runs) EXPECT_EQ(n, burst) << bytes << " B";
+  }
+}
+
+// The double copy through the chunk ring (1 MiB) is slow until the ring has gone round once
+// after another mechanism: 64 KiB gets at 20 GB/s for their first 12 in a row, 40 after,
+// against the split copy's steady 25. A burst of 8 judged it on its slow gets alone, and the
+// split copy kept the stream; a burst of 17 reaches the fast ones, and the chunks take over.
+TEST(CopyChooser, StreamOfSmallGets_TheChunksJudgedOnceTheirRingIsWarm) {
+  CopyChooser c;
+  const std::size_t bytes = std::size_t{64} << 10;
+  Mode last = Mode::single;
+  int streak = 0;
+  std::vector<int> uses(CopyChooser::kModes);
+  for (int i = 0; i < 4000; ++i) {
+    const Mode m = c.choose(bytes);
+    streak = m == last ? streak + 1 : 1;
+    last = m;
+    double rate = 0;
+    switch (m) {
+      case Mode::single:
+        rate = 8e9;
+        break;
+      case Mode::chunks:
+        rate = streak <= 12 ? 20e9 : 40e9;
+        break;
+      case Mode::split:
+        rate = 25e9;
+        break;
+      case Mode::streaming:
+        rate = 10e9;
+        break;
+    }
+    if (i >= 1000) ++uses[static_cast<int>(m)];
+    c.record(m, bytes, static_cast<double>(bytes) / rate);
+  }
+  EXPECT_GE(uses[1], 2800) << "the chunks hold, once measured warm";
 }
 
 TEST(CopyChooser, FollowsAChangeOfPlacement) {
