@@ -41,9 +41,12 @@ public:
     // always), so that two mechanisms of about the same speed do not take turns.
     double hysteresis = 0;
     // Bursts of small uses grow until they move this many bytes besides their first use, up
-    // to `burst_most` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
+    // to 2 x `burst` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
     std::size_t burst_bytes = 0;
-    // The most uses a burst grows to with burst_bytes (0: 2 x `burst`).
+    // Where that takes more than 2 x `burst` but at most this many uses, a burst takes them
+    // all (0: none): for a mechanism that warms up only once it has moved about burst_bytes.
+    // Smaller uses, which would need more, keep 2 x `burst`: a longer burst that still ends
+    // before the warm-up does costs more and measures no better.
     int burst_most = 0;
     // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
     // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
@@ -524,10 +527,11 @@ private:
   int burst_of(std::size_t bytes) const {
     if (pace_.burst_bytes == 0 || bytes == 0) return pace_.burst;
     const std::size_t want = (pace_.burst_bytes + bytes - 1) / bytes + 1;
-    const int most =
-        std::max(pace_.burst_most > 0 ? pace_.burst_most : 2 * pace_.burst, pace_.burst);
+    const auto most = static_cast<std::size_t>(pace_.burst_most);
+    if (want > 2 * static_cast<std::size_t>(pace_.burst) && want <= most)
+      return static_cast<int>(want);
     return static_cast<int>(std::clamp<std::size_t>(want, static_cast<std::size_t>(pace_.burst),
-                                                    static_cast<std::size_t>(most)));
+                                                    2 * static_cast<std::size_t>(pace_.burst)));
   }
 
   // With Pace::rejudge_warmup, the mode other than `best` whose rate still rests on its

@@ -215,14 +215,15 @@ TEST(CopyChooser, PicksTheFastestAndKeepsMeasuringTheOthers) {
   EXPECT_LE(uses[0] + uses[1] + uses[3], 250) << "not too often in all";
 }
 
-// Bursts grow until they move 1 MiB after their first get, from 4 gets up to 24 (gets in a
-// stream): a 32 KiB burst is 24 gets (capped), a 64 KiB one 17, a 128 KiB one 9, a 256 KiB
-// one 5, a 512 KiB one 4.
+// Bursts grow until they move 1 MiB after their first get, from 4 gets up to 8, and in a
+// stream up to 40 where that many move it: a 16 KiB burst is 8 gets (65 would be needed), a
+// 32 KiB one 33, a 64 KiB one 17, a 128 KiB one 9, a 256 KiB one 5, a 512 KiB one 4.
 TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
   for (const auto& [bytes, burst] :
-       {std::pair{std::size_t{32} << 10, 24}, std::pair{std::size_t{64} << 10, 17},
-        std::pair{std::size_t{128} << 10, 9}, std::pair{std::size_t{256} << 10, 5},
-        std::pair{std::size_t{512} << 10, 4}, std::pair{std::size_t{4} << 20, 4}}) {
+       {std::pair{std::size_t{16} << 10, 8}, std::pair{std::size_t{32} << 10, 33},
+        std::pair{std::size_t{64} << 10, 17}, std::pair{std::size_t{128} << 10, 9},
+        std::pair{std::size_t{256} << 10, 5}, std::pair{std::size_t{512} << 10, 4},
+        std::pair{std::size_t{4} << 20, 4}}) {
     CopyChooser c;
     const FakeRates r{24e9, 30e9, 16e9, 10e9};
     std::vector<Mode> used;
@@ -244,7 +245,7 @@ TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
   }
 }
 
-// Gets alone keep bursts of at most 8: 9 at 128 KiB would be 8, 17 at 64 KiB 8.
+// Gets alone keep bursts of at most 8: 128 KiB and 64 KiB ones are 8 gets.
 TEST(CopyChooser, GetsAlone_BurstsOfAtMostEight) {
   for (const auto& [bytes, burst] :
        {std::pair{std::size_t{64} << 10, 8}, std::pair{std::size_t{128} << 10, 8},

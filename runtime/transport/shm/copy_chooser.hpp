@@ -26,26 +26,27 @@ public:
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m). A burst in
   // about every 256 gets re-measures another mechanism, judged on its last three gets: 4
-  // gets, or as many as move 1 MiB after the first, up to 8 for gets alone and 24 for the
-  // others. The double copy is pipelined, and its first gets after another mechanism are
-  // slow (128 KiB, cores near, windows of 64: bursts at 20, 17, 13, 12, 12 us a get and at
-  // 14, 13, 11, 8 us, 5.5 us once in use; with bursts of 4 it lost to the split copy's 9.8
-  // us); bursts of 8 for every size cost 1 and 4 MiB bandwidth 4-7 %. It stays slow until
-  // its chunk ring (1 MiB) has gone round once: 64 KiB gets in windows of 64, cores at mid
-  // distance, ran at 2.4-3.5 us a get through a burst of 8 and at 1.5-2.0 once held, where
-  // the split copy held at 2.5-2.7, so the split copy kept 64 KiB windows at 23 GB/s where
-  // the chunks forced ran 34 (10 interleaved pairs). With bursts as long as the ring (17
-  // gets at 64 KiB, 24 at 32 KiB), rendezvous windows of 32 and 64 KiB ran 1.27 and 1.29
-  // times as fast in the runs where the split copy had held (8 pairs), alike where both took
-  // the chunks (0.98-1.01, 8 pairs); 128 KiB and up, about as before (0.97-1.04). Not gets
-  // alone, each of which pipelines within itself. In the far placement it runs at a quarter of the
-  // split copy's speed, and every change of mechanism drains the gets in flight
-  // (shm_transport.cpp), so exploring more often costs too much. The mechanism in use stays until
-  // another measures more than 10 % faster: two of about the same speed otherwise took turns.
-  // Another takes over only once measured faster in the same conditions (Pace::judge_alike: the
-  // whole machine slows down for a while now and then). Until the first get ends the split copy
-  // serves gets in a stream or alone (Pace::initial): in both placements it measured among
-  // the fastest here.
+  // gets, or as many as move 1 MiB after the first, up to 8; in a stream or both ways up to 40
+  // where that many move it (Pace::burst_most). The double copy is pipelined, and its first
+  // gets after another mechanism are slow (128 KiB, cores near, windows of 64: bursts at 20,
+  // 17, 13, 12, 12 us a get and at 14, 13, 11, 8 us, 5.5 us once in use; with bursts of 4 it
+  // lost to the split copy's 9.8 us); bursts of 8 for every size cost 1 and 4 MiB bandwidth
+  // 4-7 %. It stays slow until its chunk ring (1 MiB) has about gone round: 64 KiB gets in
+  // windows of 64, cores at mid distance, ran at 2.4-3.5 us a get through a burst of 8 and at
+  // 1.5-2.0 once held, where the split copy held at 2.5-2.7, so the split copy kept 64 KiB
+  // windows at 23 GB/s where the chunks forced ran 34 (10 interleaved pairs). With bursts of
+  // 17 gets at 64 KiB and 24 at 32 KiB, rendezvous windows of 32 and 64 KiB ran 1.27 and 1.29
+  // times as fast in runs where the split copy had held (8 pairs), alike where both took the
+  // chunks (0.98-1.01, 8 pairs). 16 KiB gets would need 65: bursts of 24 there made the
+  // adaptive tuner's 16 KiB windows 0.93 of the rate (8 pairs, within that size's noise, and
+  // nothing to gain), so they keep 8. Not gets alone, each of which pipelines within itself.
+  // In the far placement the double copy runs at a quarter of the split copy's speed, and
+  // every change of mechanism drains the gets in flight (shm_transport.cpp), so exploring more
+  // often costs too much. The mechanism in use stays until another measures more than 10 %
+  // faster: two of about the same speed otherwise took turns. Another takes over only once
+  // measured faster in the same conditions (Pace::judge_alike: the whole machine slows down
+  // for a while now and then). Until the first get ends the split copy serves gets in a
+  // stream or alone (Pace::initial): in both placements it measured among the fastest here.
 
   // What else the pair is doing when a get starts; each kind is chosen and judged apart.
   //  - stream: other gets of this direction running or waiting (a bandwidth window).
@@ -128,7 +129,7 @@ private:
             .burst = 4,
             .hysteresis = 0.10,
             .burst_bytes = 1 << 20,
-            .burst_most = alone ? 8 : 24,
+            .burst_most = alone ? 0 : 40,
             .rejudge_warmup = true,
             .initial = enabled >> static_cast<int>(initial) & 1 ? static_cast<int>(initial) : -1,
             .judge_alike = true,
