@@ -43,10 +43,10 @@ public:
     // Bursts of small uses grow until they move this many bytes besides their first use, up
     // to 2 x `burst` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
     std::size_t burst_bytes = 0;
-    // Where that takes more than 2 x `burst` but at most this many uses, a burst takes them
-    // all (0: none): for a mechanism that warms up only once it has moved about burst_bytes.
-    // Smaller uses, which would need more, keep 2 x `burst`: a longer burst that still ends
-    // before the warm-up does costs more and measures no better.
+    // Where 2 x `burst` uses move less than half of burst_bytes and at most this many move it
+    // all, a burst takes that many (0: never): for a mechanism that warms up only once it has
+    // moved about burst_bytes. Smaller uses, which would need more, keep 2 x `burst`: a longer
+    // burst that still ends before the warm-up does costs more and measures no better.
     int burst_most = 0;
     // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
     // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
@@ -528,8 +528,8 @@ private:
     if (pace_.burst_bytes == 0 || bytes == 0) return pace_.burst;
     const std::size_t want = (pace_.burst_bytes + bytes - 1) / bytes + 1;
     const auto most = static_cast<std::size_t>(pace_.burst_most);
-    if (want > 2 * static_cast<std::size_t>(pace_.burst) && want <= most)
-      return static_cast<int>(want);
+    const auto twice = 2 * static_cast<std::size_t>(pace_.burst);
+    if ((twice - 1) * bytes < pace_.burst_bytes / 2 && want <= most) return static_cast<int>(want);
     return static_cast<int>(std::clamp<std::size_t>(want, static_cast<std::size_t>(pace_.burst),
                                                     2 * static_cast<std::size_t>(pace_.burst)));
   }
