@@ -41,12 +41,14 @@ public:
     // always), so that two mechanisms of about the same speed do not take turns.
     double hysteresis = 0;
     // Bursts of small uses grow until they move this many bytes besides their first use, up
-    // to 2 x `burst` uses (0: always `burst`): a pipelined mechanism warms up over bytes.
+    // to 2 x `burst` uses (more with burst_most; 0: always `burst`): a pipelined mechanism
+    // warms up over bytes.
     std::size_t burst_bytes = 0;
-    // Where 2 x `burst` uses move less than half of burst_bytes and at most this many move it
-    // all, a burst takes that many (0: never): for a mechanism that warms up only once it has
-    // moved about burst_bytes. Smaller uses, which would need more, keep 2 x `burst`: a longer
-    // burst that still ends before the warm-up does costs more and measures no better.
+    // Where the uses after the first of 2 x `burst` move less than half of burst_bytes, and
+    // at most this many uses move all of it after their first, a burst takes as many as move
+    // it (0: never): for a mechanism that warms up only once it has moved about burst_bytes.
+    // Smaller uses, which would need more, keep 2 x `burst`: a longer burst that still ends
+    // before the warm-up does costs more and measures no better.
     int burst_most = 0;
     // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
     // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
@@ -527,9 +529,9 @@ private:
   int burst_of(std::size_t bytes) const {
     if (pace_.burst_bytes == 0 || bytes == 0) return pace_.burst;
     const std::size_t want = (pace_.burst_bytes + bytes - 1) / bytes + 1;
-    const auto most = static_cast<std::size_t>(pace_.burst_most);
-    const auto twice = 2 * static_cast<std::size_t>(pace_.burst);
-    if ((twice - 1) * bytes < pace_.burst_bytes / 2 && want <= most) return static_cast<int>(want);
+    const auto most = static_cast<std::size_t>(std::max(pace_.burst_most, 0));
+    const auto twice = 2 * static_cast<std::size_t>(std::max(pace_.burst, 1));
+    if (bytes < pace_.burst_bytes / 2 / (twice - 1) && want <= most) return static_cast<int>(want);
     return static_cast<int>(std::clamp<std::size_t>(want, static_cast<std::size_t>(pace_.burst),
                                                     2 * static_cast<std::size_t>(pace_.burst)));
   }

@@ -216,7 +216,8 @@ TEST(CopyChooser, PicksTheFastestAndKeepsMeasuringTheOthers) {
 }
 
 // Bursts grow until they move 1 MiB after their first get, from 4 gets up to 8, and in a
-// stream, where 8 move less than half of that, up to 40 where that many move it: a 16 KiB
+// stream, where the 7 after the first of 8 move less than half of that, as many as move it
+// if at most 40 do: a 16 KiB
 // burst is 8 gets (65 would be needed), a 32 KiB one 33, a 64 KiB one 17, a 128 KiB one 8
 // (896 KiB after its first), a 256 KiB one 5, a 512 KiB one 4.
 TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
@@ -238,7 +239,7 @@ TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
     std::vector<int> runs;
     for (std::size_t i = 40; i < used.size(); ++i) {
       if (used[i] != Mode::single) continue;
-      if (used[i - 1] != Mode::single) runs.push_back(0);
+      if (runs.empty() || used[i - 1] != Mode::single) runs.push_back(0);
       ++runs.back();
     }
     ASSERT_GE(runs.size(), 3u) << bytes;
@@ -246,11 +247,11 @@ TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
   }
 }
 
-// Gets alone keep bursts of at most 8: 128 KiB and 64 KiB ones are 8 gets.
+// Gets alone keep bursts of at most 8: 32, 64 and 128 KiB ones are 8 gets, 256 KiB ones 5.
 TEST(CopyChooser, GetsAlone_BurstsOfAtMostEight) {
   for (const auto& [bytes, burst] :
-       {std::pair{std::size_t{64} << 10, 8}, std::pair{std::size_t{128} << 10, 8},
-        std::pair{std::size_t{256} << 10, 5}}) {
+       {std::pair{std::size_t{32} << 10, 8}, std::pair{std::size_t{64} << 10, 8},
+        std::pair{std::size_t{128} << 10, 8}, std::pair{std::size_t{256} << 10, 5}}) {
     CopyChooser c;
     const FakeRates r{24e9, 30e9, 16e9, 10e9};
     std::vector<Mode> used;
@@ -262,7 +263,7 @@ TEST(CopyChooser, GetsAlone_BurstsOfAtMostEight) {
     std::vector<int> runs;
     for (std::size_t i = 40; i < used.size(); ++i) {
       if (used[i] != Mode::single) continue;
-      if (used[i - 1] != Mode::single) runs.push_back(0);
+      if (runs.empty() || used[i - 1] != Mode::single) runs.push_back(0);
       ++runs.back();
     }
     ASSERT_GE(runs.size(), 3u) << bytes;

@@ -26,22 +26,26 @@ public:
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m). A burst in
   // about every 256 gets re-measures another mechanism, judged on its last three gets: 4
-  // gets, or as many as move 1 MiB after the first, up to 8; in a stream or both ways, where 8
-  // move less than half of it, up to 40 (Pace::burst_most). The double copy is pipelined, and its
-  // first gets after another mechanism are slow (128 KiB, cores near, windows of 64: bursts at 20,
-  // 17, 13, 12, 12 us a get and at 14, 13, 11, 8 us, 5.5 us once in use; with bursts of 4 it
-  // lost to the split copy's 9.8 us); bursts of 8 for every size cost 1 and 4 MiB bandwidth
-  // 4-7 %. It stays slow until its chunk ring (1 MiB) has about gone round: 64 KiB gets in
+  // gets, or as many as move 1 MiB after the first, up to 8; in a stream or both ways, where
+  // the 7 after the first of 8 move less than half of that, as many as move it if at most 40
+  // do, else 8 (Pace::burst_most). The double copy is pipelined, and its first gets after
+  // another mechanism are slow (128 KiB, cores near, windows of 64: bursts at 20, 17, 13,
+  // 12, 12 us a get and at 14, 13, 11, 8 us, 5.5 us once in use; with bursts of 4 it lost to
+  // the split copy's 9.8 us); bursts of 8 for every size cost 1 and 4 MiB bandwidth 4-7 %.
+  // It stays slow until its chunk ring (1 MiB) has gone round about once: 64 KiB gets in
   // windows of 64, cores at mid distance, ran at 2.4-3.5 us a get through a burst of 8 and at
   // 1.5-2.0 once held, where the split copy held at 2.5-2.7, so the split copy kept 64 KiB
   // windows at 23 GB/s where the chunks forced ran 34 (10 interleaved pairs). With bursts of
-  // 17 gets at 64 KiB and 24 at 32 KiB, rendezvous windows of 32 and 64 KiB ran 1.27 and 1.29
-  // times as fast in runs where the split copy had held (8 pairs), alike where both took the
-  // chunks (0.98-1.01, 8 pairs). 16 KiB gets would need 65: bursts of 24 there made the
-  // adaptive tuner's 16 KiB windows 0.93 of the rate (8 pairs, within that size's noise, and
-  // nothing to gain), so they keep 8; at 128 KiB, where 8 move 896 KiB after the first,
-  // bursts of 9 came out 0.82 and 0.89 of the rate (6 and 8 pairs), so those keep 8 as well.
-  // Not gets alone, each of which pipelines within itself.
+  // 17 gets at 64 KiB (and, under an earlier cap of 24, 24 at 32 KiB), rendezvous windows of
+  // 32 and 64 KiB ran 1.27 and 1.29 times as fast as with bursts of 8 in runs where the split
+  // copy had held (8 pairs), alike where both took the chunks (0.98-1.01, 8 pairs); with 33 at
+  // 32 KiB, under RMP_TUNE=adaptive, 1.01 and 1.17 (8 pairs). Both ways (bibw), 1.20 at 32
+  // KiB, 0.87 and 1.03 at 64 KiB (6 and 8 pairs). 16 KiB gets would need 65: bursts of 24
+  // there (the earlier cap) made the adaptive tuner's 16 KiB windows 0.93 of the rate with
+  // bursts of 8 (8 pairs, within that size's noise, and nothing to gain), so they keep 8; at
+  // 128 KiB, where the 7 after the first move 896 KiB, bursts of 9 came out 0.82 and 0.89 of
+  // the rate with bursts of 8 (6 and 8 pairs; single runs of 19-38 GB/s against 30-35), so
+  // those keep 8 as well. Not gets alone, each of which pipelines within itself.
   // In the far placement the double copy runs at a quarter of the split copy's speed, and
   // every change of mechanism drains the gets in flight (shm_transport.cpp), so exploring more
   // often costs too much. The mechanism in use stays until another measures more than 10 %
