@@ -215,33 +215,38 @@ TEST(CopyChooser, PicksTheFastestAndKeepsMeasuringTheOthers) {
   EXPECT_LE(uses[0] + uses[1] + uses[3], 250) << "not too often in all";
 }
 
+// The lengths of the single copy's bursts after the warm-up in 3000 gets of `bytes` with
+// traffic `t`, where it is within 1.5x of the chunks (re-measured at each of its turns, about
+// every 768 gets).
+std::vector<int> single_bursts(std::size_t bytes, CopyChooser::Traffic t) {
+  CopyChooser c;
+  const FakeRates r{24e9, 30e9, 16e9, 10e9};
+  std::vector<Mode> used;
+  for (int i = 0; i < 3000; ++i) {
+    const Mode m = c.choose(bytes, t);
+    used.push_back(m);
+    c.record(m, bytes, static_cast<double>(bytes) / r.of(m), t);
+  }
+  std::vector<int> runs;
+  for (std::size_t i = 40; i < used.size(); ++i) {
+    if (used[i] != Mode::single) continue;
+    if (runs.empty() || used[i - 1] != Mode::single) runs.push_back(0);
+    ++runs.back();
+  }
+  return runs;
+}
+
 // Bursts grow until they move 1 MiB after their first get, from 4 gets up to 8, and in a
 // stream, where the 7 after the first of 8 move less than half of that, as many as move it
-// if at most 40 do: a 16 KiB
-// burst is 8 gets (65 would be needed), a 32 KiB one 33, a 64 KiB one 17, a 128 KiB one 8
-// (896 KiB after its first), a 256 KiB one 5, a 512 KiB one 4.
+// if at most 40 do: a 16 KiB burst is 8 gets (65 would be needed), a 32 KiB one 33, a 64 KiB
+// one 17, a 128 KiB one 8 (896 KiB after its first), a 256 KiB one 5, a 512 KiB one 4.
 TEST(CopyChooser, BurstsOfSmallGetsAreLonger) {
   for (const auto& [bytes, burst] :
        {std::pair{std::size_t{16} << 10, 8}, std::pair{std::size_t{32} << 10, 33},
         std::pair{std::size_t{64} << 10, 17}, std::pair{std::size_t{128} << 10, 8},
         std::pair{std::size_t{256} << 10, 5}, std::pair{std::size_t{512} << 10, 4},
         std::pair{std::size_t{4} << 20, 4}}) {
-    CopyChooser c;
-    const FakeRates r{24e9, 30e9, 16e9, 10e9};
-    std::vector<Mode> used;
-    for (int i = 0; i < 3000; ++i) {
-      const Mode m = c.choose(bytes);
-      used.push_back(m);
-      c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
-    }
-    // Runs of single (within 1.5x of chunks: re-measured at each of its turns, about every
-    // 768 gets) after the warm-up are its bursts.
-    std::vector<int> runs;
-    for (std::size_t i = 40; i < used.size(); ++i) {
-      if (used[i] != Mode::single) continue;
-      if (runs.empty() || used[i - 1] != Mode::single) runs.push_back(0);
-      ++runs.back();
-    }
+    const std::vector<int> runs = single_bursts(bytes, CopyChooser::Traffic::stream);
     ASSERT_GE(runs.size(), 3u) << bytes;
     for (int n : runs) EXPECT_EQ(n, burst) << bytes << " B";
   }
@@ -252,20 +257,7 @@ TEST(CopyChooser, GetsAlone_BurstsOfAtMostEight) {
   for (const auto& [bytes, burst] :
        {std::pair{std::size_t{32} << 10, 8}, std::pair{std::size_t{64} << 10, 8},
         std::pair{std::size_t{128} << 10, 8}, std::pair{std::size_t{256} << 10, 5}}) {
-    CopyChooser c;
-    const FakeRates r{24e9, 30e9, 16e9, 10e9};
-    std::vector<Mode> used;
-    for (int i = 0; i < 3000; ++i) {
-      const Mode m = c.choose(bytes, CopyChooser::Traffic::alone);
-      used.push_back(m);
-      c.record(m, bytes, static_cast<double>(bytes) / r.of(m), CopyChooser::Traffic::alone);
-    }
-    std::vector<int> runs;
-    for (std::size_t i = 40; i < used.size(); ++i) {
-      if (used[i] != Mode::single) continue;
-      if (runs.empty() || used[i - 1] != Mode::single) runs.push_back(0);
-      ++runs.back();
-    }
+    const std::vector<int> runs = single_bursts(bytes, CopyChooser::Traffic::alone);
     ASSERT_GE(runs.size(), 3u) << bytes;
     for (int n : runs) EXPECT_EQ(n, burst) << bytes << " B";
   }
