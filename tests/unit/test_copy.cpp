@@ -277,21 +277,8 @@ TEST(CopyChooser, StreamOfSmallGets_TheChunksJudgedOnceTheirRingIsWarm) {
     const Mode m = c.choose(bytes);
     streak = m == last ? streak + 1 : 1;
     last = m;
-    double rate = 0;
-    switch (m) {
-      case Mode::single:
-        rate = 8e9;
-        break;
-      case Mode::chunks:
-        rate = streak <= 12 ? 20e9 : 40e9;
-        break;
-      case Mode::split:
-        rate = 25e9;
-        break;
-      case Mode::streaming:
-        rate = 10e9;
-        break;
-    }
+    const FakeRates r{8e9, streak <= 12 ? 20e9 : 40e9, 25e9, 10e9};
+    const double rate = r.of(m);
     if (i >= 1000) ++uses[static_cast<int>(m)];
     c.record(m, bytes, static_cast<double>(bytes) / rate);
   }
