@@ -176,25 +176,22 @@ public:
                       rndv_.sets_threshold
                           ? std::optional<rt::HillTuner::Setting>(setting(start[0] != kEager))
                           : std::nullopt);
-      // A stream the model starts rendezvous has eager put behind, as a setting it moved away
-      // from, where the model prices eager streams above rendezvous ones and the static rule
-      // sends rendezvous too. Where it starts them rendezvous only within kRndvStreamSlack of
-      // eager, one noisy window of eager sends must not shut eager out for the run (16 KiB
+      // A stream the model starts rendezvous (it prices eager streams above rendezvous ones
+      // there) has eager put behind, as a setting it moved away from, where the static rule
+      // sends rendezvous too. Not where eager is the static rule's choice: link_bw, calibrated
+      // at 10.5-15.5 GB/s on the Zen 4 VM, put eager streams of 4 and 16 KiB behind rendezvous
+      // ones, which they outran in many runs there (mid distance: 18-27 and 30-38 GB/s against
+      // 11-15 and ~29), and one slow burst would have left them rendezvous for the run (16 KiB
       // windows, cores near: eager at 17.6 GB/s in its first judged window, against
-      // rendezvous's 22.9 then and eager's 28-31 once warm); nor where eager is the static
-      // rule's choice: link_bw, calibrated at 10.5-15.5 GB/s on the Zen 4 VM, put eager streams
-      // of 4 and 16 KiB behind rendezvous ones, which they outran in many runs there (mid
-      // distance: 18-27 and 30-38 GB/s against 11-15 and ~29), and one slow burst would have
-      // left them rendezvous for the run. The cost: below a far-apart threshold of 95-180 KB,
-      // 64 KiB eager windows found clearly worse no longer stop at once; they back off as any
-      // losing try does (periods of 8, 16, ... streams: in a benchmark's 22 windows a size, two
-      // bursts instead of one).
+      // rendezvous's 22.9 then and eager's 28-31 once warm). The cost: below a far-apart
+      // threshold of 95-180 KB, 64 KiB eager windows found clearly worse do not stop at once;
+      // they back off as any losing try does (periods of 8, 16, ... streams: in a benchmark's
+      // 22 windows a size, two bursts instead of one).
       if (rndv_stream_faster(bytes))
-        stream_.enable(
-            b, setting(false),
-            bytes > eager_threshold_ && model_cost(true, bytes) > model_cost(false, bytes)
-                ? std::optional<rt::HillTuner::Setting>(setting(true))
-                : std::nullopt);
+        stream_.enable(b, setting(false),
+                       bytes > eager_threshold_
+                           ? std::optional<rt::HillTuner::Setting>(setting(true))
+                           : std::nullopt);
       else stream_.enable(b, start);
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
@@ -515,24 +512,24 @@ private:
   // 64 KiB windows ran at 31-33 GB/s by rendezvous and 16-23 eager, where a benchmark's 22
   // windows a size were too few and too noisy (single windows of one setting 13-32 GB/s) for
   // the stream tuner to find rendezvous from eager: tune-proof put it at 1.22x the best static
-  // setting. By the model streams go rendezvous from stream_start_us() × link_bw /
-  // kRndvStreamSlack up (27 KB there with the setup as the start, before the link's round
-  // trip counted; with 2 × link_rtt_us, 1.5-2.2 KB by the Zen 4 VM's figures), eager below:
-  // measured, 16 KiB rendezvous windows took 1.3x eager's time there, and eager, tried from a
-  // bucket's third stream, takes such a bucket back. Eager streams explored above the eager
-  // threshold and found clearly worse back off to the longest period at once, as a setting the
-  // bucket moved away from does (HillTuner::enable), where the model prices eager above
-  // rendezvous: model and measurement agree. The
-  // model's rendezvous streams are slower than the real ones, whose gets run in batches on both
-  // cores and overlap their setups with each other: with the cores far apart (get_bw 22-26 GB/s,
-  // setup 2.7 us, link_bw 14-22 GB/s) rendezvous windows ran 1.21x eager's speed at 32 KiB, 1.36x
-  // at 48 KiB and 1.40x at 64 KiB (0.89x at 16 KiB), where the model put them 1.3x, 1.0x and
-  // 0.65-1.0x eager's time. A stream starts rendezvous when the model puts it within
-  // kRndvStreamSlack of eager's time.
-  static constexpr double kRndvStreamSlack = 1.5;
+  // setting. By the model streams go rendezvous where get_bw is above link_bw, from
+  // stream_start_us() × link_bw up, and eager elsewhere, ties included: far apart
+  // (link_rtt_us 0.45-0.60), 16 KiB streams start rendezvous only where link_bw comes out
+  // below 14-18 GB/s. Measured there, 16 KiB rendezvous windows ran at 13-16.5 GB/s against
+  // eager's 17-20. Eager streams explored above the eager threshold and found clearly worse
+  // back off to the longest period at once, as a setting the bucket moved away from does
+  // (HillTuner::enable): model and measurement agree.
+  // Until 2026-12-06 this decision had a slack of 1.5x toward rendezvous, added (a4d32a7) when
+  // a send's start was priced at the single copy's 2.7 us setup and the model put 64 KiB
+  // rendezvous streams level with eager ones that they outran 1.4x. With the start at
+  // 2 x link_rtt_us it started streams rendezvous where eager was faster: at mid distance
+  // (link_bw = get_bw = 45-46 GB/s, link_rtt_us 0.12-0.14) 32 KiB windows ran at 31-36 GB/s
+  // by rendezvous against eager's 38-45, and 16 KiB ones (one pair) at 26 against 43; far
+  // apart, 16 KiB streams started rendezvous wherever link_bw came out below 20-27 GB/s
+  // (1.5 × 16 KiB / (2 × link_rtt_us)), almost every run.
   bool rndv_stream_faster(std::size_t bytes) const {
     const double rndv = model_cost(false, bytes), eager = model_cost(true, bytes);
-    return rndv > 0 && eager > 0 && rndv < kRndvStreamSlack * eager;
+    return rndv > 0 && eager > 0 && rndv < eager;
   }
 
   std::size_t eager_threshold_;

@@ -935,11 +935,10 @@ TEST(ProtocolTuner, Streams_SetupOverlapsTheGets_CalibratedModelExploresRendezvo
 }
 
 // Streams start where the model puts them (get_bw 24 GB/s, setup 2.7 us, eager streams at
-// link_bw 15 GB/s, eager threshold 100 KB: rendezvous streams within kRndvStreamSlack of
-// eager's time from 27 KB): 64 KiB
-// windows go rendezvous from their bucket's second stream on, with no exploration needed,
-// while sends alone of that size keep the static rule (eager); 24 KiB windows stay eager.
-// Without link_bw (declared figures) the 64 KiB streams start eager.
+// link_bw 15 GB/s, eager threshold 100 KB: rendezvous streams ahead of eager ones from
+// 2.7 us x 15 GB/s = 40.5 KB): 64 KiB windows go rendezvous from their bucket's second stream on,
+// with no exploration needed, while sends alone of that size keep the static rule (eager); 24 KiB
+// windows stay eager. Without link_bw (declared figures) the 64 KiB streams start eager.
 TEST(ProtocolTuner, Streams_StartWhereTheModelPutsThem) {
   const p2p::RndvModel model{24e9, 2.7, 15e9};
   auto second_window_eager = [](p2p::ProtocolTuner t, std::size_t bytes) {
@@ -963,10 +962,12 @@ TEST(ProtocolTuner, Streams_StartWhereTheModelPutsThem) {
 // A calibrated eager threshold of 364 KB (link_bw measured at 22 GB/s) puts the range of
 // tuned sizes at 45.5 KB and up; with the model known, streams are tuned in the (32 KiB,
 // 64 KiB] bucket that reaches into it, and 64 KiB windows start rendezvous, where the model
-// puts them level with eager (4.5 against 4.5 ns a KB); sends alone there keep the static
-// rule. Without the model the bucket is left alone, as before.
+// puts them just ahead of eager (rendezvous at the longer of 2.735 us / 64 KiB and 1 / 24 GB/s,
+// 41.7 ps a byte, against eager's 44.8); sends alone there keep the static rule. Level with
+// eager (get_bw = link_bw), they start eager. Without the model the bucket is left alone, as
+// before.
 TEST(ProtocolTuner, Streams_BucketReachingIntoTheRange_TunedWithTheModel) {
-  const p2p::RndvModel model{22.3e9, 2.735, 22.3e9};
+  const p2p::RndvModel model{24e9, 2.735, 22.3e9};
   p2p::ProtocolTuner t(28, 364000, 262144, 0, model);
   EXPECT_TRUE(t.tunes(65536));
   EXPECT_TRUE(t.tunes(40000));
@@ -979,6 +980,11 @@ TEST(ProtocolTuner, Streams_BucketReachingIntoTheRange_TunedWithTheModel) {
   EXPECT_FALSE(eager);
   send_alone(t, 65536, clock);  // taken for the first of a window
   EXPECT_TRUE(send_alone(t, 65536, clock)) << "a send alone keeps the static rule";
+  p2p::ProtocolTuner level(28, 364000, 262144, 0, p2p::RndvModel{22.3e9, 2.735, 22.3e9});
+  EXPECT_TRUE(level.tunes(65536));
+  send_window(level, 65536, 64, clock, cost);
+  send_window(level, 65536, 64, clock, cost, &eager);
+  EXPECT_TRUE(eager) << "a tie goes to eager";
   p2p::ProtocolTuner none(28, 364000, 262144, 0, {22.3e9, 2.735});
   EXPECT_FALSE(none.tunes(65536));
 }
@@ -986,8 +992,9 @@ TEST(ProtocolTuner, Streams_BucketReachingIntoTheRange_TunedWithTheModel) {
 // Nor are eager streams explored where the model puts them far behind the rendezvous streams
 // measured (link_bw 15 GB/s against windows at 2 us a 64 KiB send, 33 GB/s) and the static rule
 // sends rendezvous too (eager threshold 60 KB): every window after the bucket's first goes
-// rendezvous. Where the model puts eager streams ahead (link_bw 27 GB/s) they start eager, and
-// the measured costs move the stream to rendezvous.
+// rendezvous. Where the model puts eager streams ahead (link_bw 27 GB/s) the streams start
+// rendezvous all the same (the static rule's choice above the threshold), eager is explored,
+// not being far behind, and found worse.
 TEST(ProtocolTuner, Streams_EagerTheModelPutsFarBehind_NeverExplored) {
   auto eager_windows = [](double link_bw) {
     p2p::ProtocolTuner t(44, 60000, 262144, 0, p2p::RndvModel{24e9, 2.7, link_bw});
@@ -1009,12 +1016,12 @@ TEST(ProtocolTuner, Streams_EagerTheModelPutsFarBehind_NeverExplored) {
 // Below the eager threshold eager is the static rule's choice, and the model does not keep a
 // stream from it: cores near, link_bw calibrated at 12 GB/s (eager streams 1.6x behind the
 // rendezvous windows measured at 16 KiB) where eager windows ran 1.3x faster than rendezvous
-// ones. The stream starts rendezvous where the model puts it, explores eager, and moves there,
-// even when its first judged eager window came out slower (one noisy window does not shut the
-// defaults' choice out).
+// ones. The stream starts rendezvous where the model puts it (get_bw 20.7 GB/s, a send's
+// start 2 x 0.11 us), explores eager, and moves there, even when its first judged eager window
+// came out slower (one noisy window does not shut the defaults' choice out).
 TEST(ProtocolTuner, Streams_TheStaticRulesProtocolIsExploredWhateverTheModel) {
   for (const bool first_slow : {false, true}) {
-    p2p::ProtocolTuner t(44, 34400, 262144, 0, p2p::RndvModel{20.7e9, 1.67, 12.3e9});
+    p2p::ProtocolTuner t(44, 34400, 262144, 0, p2p::RndvModel{20.7e9, 1.67, 12.3e9, false, 0.11});
     std::int64_t clock = 0;
     int eager_seen = 0;
     auto cost = [&](bool eager) -> std::int64_t {
