@@ -519,14 +519,8 @@ private:
   // eager's 17-20. Eager streams explored above the eager threshold and found clearly worse
   // back off to the longest period at once, as a setting the bucket moved away from does
   // (HillTuner::enable): model and measurement agree.
-  // Until 2026-12-06 this decision had a slack of 1.5x toward rendezvous, added (a4d32a7) when
-  // a send's start was priced at the single copy's 2.7 us setup and the model put 64 KiB
-  // rendezvous streams level with eager ones that they outran 1.4x. With the start at
-  // 2 x link_rtt_us it started streams rendezvous where eager was faster: at mid distance
-  // (link_bw = get_bw = 45-46 GB/s, link_rtt_us 0.12-0.14) 32 KiB windows ran at 31-36 GB/s
-  // by rendezvous against eager's 38-45, and 16 KiB ones (one pair) at 26 against 43; far
-  // apart, 16 KiB streams started rendezvous wherever link_bw came out below 20-27 GB/s
-  // (1.5 × 16 KiB / (2 × link_rtt_us)), almost every run.
+  // No slack toward rendezvous: the 1.5x it had until 2026-12-06 started streams rendezvous
+  // where eager ran faster (docs/tuning.md tells what it cost, and why it was there).
   bool rndv_stream_faster(std::size_t bytes) const {
     const double rndv = model_cost(false, bytes), eager = model_cost(true, bytes);
     return rndv > 0 && eager > 0 && rndv < eager;
