@@ -461,10 +461,14 @@ private:
   double stream_start_us() const {
     return rndv_.rtt_us > 0 ? std::min(rndv_.setup_us, 2 * rndv_.rtt_us) : rndv_.setup_us;
   }
-  double model_cost(bool eager, std::size_t bytes) const {
+  // `overlapped` false: a rendezvous send's start added to its get instead, where the start
+  // is its messages' round trips (link_rtt_us known; see model_puts_far_behind).
+  double model_cost(bool eager, std::size_t bytes, bool overlapped = true) const {
     if (eager) return rndv_.link_bw > 0 ? 1 / rndv_.link_bw : 0;
     if (rndv_.get_bw <= 0 || bytes == 0) return 0;
-    return std::max(1 / rndv_.get_bw, stream_start_us() * 1e-6 / static_cast<double>(bytes));
+    const double start = stream_start_us() * 1e-6 / static_cast<double>(bytes);
+    if (!overlapped && rndv_.rtt_us > 0) return 1 / rndv_.get_bw + start;
+    return std::max(1 / rndv_.get_bw, start);
   }
 
   // Whether a stream of the candidate protocol would take kModelWorse times the time per byte
@@ -492,15 +496,33 @@ private:
   // 1.24 and 1.41 of the static rule's time (12 interleaved pairs). The 64 KiB eager windows
   // above, below a far-apart threshold of 95-180 KB, are tried, and back off as any losing
   // try does (post: eager is the start's `left` only above the eager threshold).
+  // Rendezvous is priced here with its start added to its get, not overlapped, where the start
+  // is 2 x link_rtt_us (below the setup's 2.7 us, the sum put 64 KiB windows that ran at 0.74
+  // of eager's time 2x behind: the test Streams_SetupOverlapsTheGets): small sends' starts
+  // overlap little. Measured on 2026-12-07, 16 KiB rendezvous windows ran at 13-19
+  // GB/s with the cores far apart and 13-33 at mid distance, where the overlapped price was
+  // 15 and 50 and the sum 10 and 26; eager windows ran at 19-21 and ~47. The overlapped price
+  // let them be tried, and a try's first window ran at 4-10 GB/s (a run's first rendezvous:
+  // the kernel's first cross-memory reads of the peer cost ~0.1 ms here) and slowed the eager
+  // windows after it: the tuner at 0.91 of the static rule's bandwidth far, 0.77 at mid
+  // (10-16 interleaved pairs). Priced by the sum, 0.96 far (10 pairs), none tried. Large
+  // sends overlap their starts (64 KiB windows ran at 31-33 GB/s far, where the sum says 18),
+  // and the sum still lets them be tried there (1.2-1.3x eager's measured time).
   static constexpr double kModelWorse = 1.5;
   bool model_puts_far_behind(std::size_t bucket, std::size_t bytes, bool candidate_eager) const {
     if (candidate_eager == (bytes <= eager_threshold_)) return false;
     const Recent& r = recent_[bucket];
-    const double model = model_cost(candidate_eager, bytes);
+    const double model = model_cost(candidate_eager, bytes, /*overlapped=*/false);
     if (r.next == 0 || model <= 0) return false;
-    const double current = *std::min_element(
+    double current = *std::min_element(
         r.cost.begin(),
         r.cost.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(r.next, r.cost.size())));
+    // Against eager streams, the faster of them and the model's: a run's first eager windows
+    // warm up (8-12 GB/s, then 18-21, cores far), and two of them within 1.25x of each other
+    // let the third window try rendezvous (12 pairs: 7 tried it, 5 moved, 576-3009 of 3329
+    // sends by rendezvous; the tuner at 0.86 of the static rule).
+    if (const double eager = model_cost(true, bytes); !candidate_eager && eager > 0)
+      current = std::min(current, eager);
     return model >= kModelWorse * current;
   }
 
