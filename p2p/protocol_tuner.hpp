@@ -497,17 +497,18 @@ private:
   // above, below a far-apart threshold of 95-180 KB, are tried, and back off as any losing
   // try does (post: eager is the start's `left` only above the eager threshold).
   // Rendezvous is priced here with its start added to its get, not overlapped, where the start
-  // is 2 x link_rtt_us (below the setup's 2.7 us, the sum put 64 KiB windows that ran at 0.74
-  // of eager's time 2x behind: the test Streams_SetupOverlapsTheGets): small sends' starts
-  // overlap little. Measured on 2026-12-07, 16 KiB rendezvous windows ran at 13-19
+  // is 2 x link_rtt_us (with the start at the setup's 2.7 us, the sum put 64 KiB windows that
+  // ran at 0.74 of eager's time 2x behind: the test Streams_SetupOverlapsTheGets): small sends'
+  // starts overlap little. Measured on 2026-12-07, 16 KiB rendezvous windows ran at 13-19
   // GB/s with the cores far apart and 13-33 at mid distance, where the overlapped price was
   // 15 and 50 and the sum 10 and 26; eager windows ran at 19-21 and ~47. The overlapped price
-  // let them be tried, and a try's first window ran at 4-10 GB/s (a run's first rendezvous:
+  // let them be tried, and a try's first window ran at 3.6-8.3 GB/s (a run's first rendezvous:
   // the kernel's first cross-memory reads of the peer cost ~0.1 ms here) and slowed the eager
-  // windows after it: the tuner at 0.91 of the static rule's bandwidth far, 0.77 at mid
-  // (10-16 interleaved pairs). Priced by the sum, 0.96 far (10 pairs), none tried. Large
-  // sends overlap their starts (64 KiB windows ran at 31-33 GB/s far, where the sum says 18),
-  // and the sum still lets them be tried there (1.2-1.3x eager's measured time).
+  // windows after it: the tuner at 0.86-0.91 of the static rule's bandwidth far, 0.77 at mid
+  // (8-16 interleaved pairs). Priced by the sum, and judged against eager's better of measured
+  // and model (below), 1.065 far (12 pairs), none tried. Large sends overlap their starts
+  // (64 KiB windows ran at 31-33 GB/s far, where the sum says 18), and the sum still lets them
+  // be tried there (0.9-1.3x eager's measured time).
   static constexpr double kModelWorse = 1.5;
   bool model_puts_far_behind(std::size_t bucket, std::size_t bytes, bool candidate_eager) const {
     if (candidate_eager == (bytes <= eager_threshold_)) return false;
@@ -519,7 +520,7 @@ private:
         r.cost.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(r.next, r.cost.size())));
     // Against eager streams, the faster of them and the model's: a run's first eager windows
     // warm up (8-12 GB/s, then 18-21, cores far), and two of them within 1.25x of each other
-    // let the third window try rendezvous (12 pairs: 7 tried it, 5 moved, 576-3009 of 3329
+    // let the third window try rendezvous (12 pairs: 6 tried it and moved, 576-3009 of 3329
     // sends by rendezvous; the tuner at 0.86 of the static rule).
     if (const double eager = model_cost(true, bytes); !candidate_eager && eager > 0)
       current = std::min(current, eager);
