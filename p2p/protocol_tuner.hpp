@@ -478,8 +478,9 @@ private:
   // where a benchmark times 20-100 windows a size (bandwidth with RMP_TUNE=adaptive 0.53 of
   // the static rule's near, 0.83 far); likewise two windows of eager 64 KiB sends among
   // rendezvous ones at 1.4-1.5x their time cost the tuner 5-6 % of a benchmark's 20 windows.
-  // The setup added to the get instead of overlapping (5.4 us a 64 KiB send by the calibrated
-  // figures, get_bw 24 GB/s and setup 2.7 us, twice eager's 2.7) kept 64 KiB windows from
+  // Without link_rtt_us the start is the single copy's setup, and that added to the get
+  // (5.4 us a 64 KiB send by the calibrated figures, get_bw 24 GB/s and setup 2.7 us, twice
+  // eager's 2.7; hence the overlapped price there, below) kept 64 KiB windows from
   // rendezvous, which ran them in 0.74 of eager's time (2.1 us a send: in a stream the chunks
   // carry the gets, with no system call a send; tune-proof, cores far: the tuner at 1.22x the
   // best static setting). The current setting's time is the best of its last streams (Recent):
