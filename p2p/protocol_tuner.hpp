@@ -178,21 +178,32 @@ public:
                           : std::nullopt);
       // A stream the model starts rendezvous (it prices eager streams above rendezvous ones
       // there) has eager put behind, as a setting it moved away from, where the static rule
-      // sends rendezvous too. Not where eager is the static rule's choice: link_bw, calibrated
-      // at 10.5-15.5 GB/s on the Zen 4 VM, put eager streams of 4 and 16 KiB behind rendezvous
-      // ones, which they outran in many runs there (mid distance: 18-27 and 30-38 GB/s against
-      // 11-15 and ~29), and one slow burst would have left them rendezvous for the run (16 KiB
-      // windows, cores near: eager at 17.6 GB/s in its first judged window, against
-      // rendezvous's 22.9 then and eager's 28-31 once warm). The cost: below a far-apart
-      // threshold of 95-180 KB, 64 KiB eager windows found clearly worse do not stop at once;
-      // they back off as any losing try does (periods of 8, 16, ... streams: in a benchmark's
-      // 22 windows a size, two bursts instead of one).
-      if (rndv_stream_faster(bytes))
+      // sends rendezvous too, or where the model prices a rendezvous send by its get, not its
+      // start (rndv_get_bound): a size where one copy against two decides. There eager is
+      // first tried for one window, judged as it comes, and clearly worse it waits four
+      // periods (HillTuner::enable's left_once): 64 KiB windows below a far-apart threshold
+      // of 47-209 KB, eager explored in bursts of two windows (22-30 GB/s against
+      // rendezvous's 42-46) that backed off as any losing try does, held the tuner at
+      // 0.90-0.94 of always-rendezvous's speed (compare, 16-24 pairs a set); one window,
+      // 0.97. Not to the longest period below the threshold, where eager is the static rule's
+      // choice: link_bw, calibrated at 10.5-15.5 GB/s on the Zen 4 VM, put eager streams of 4
+      // and 16 KiB behind rendezvous ones, which they outran in many runs (mid distance: 18-27
+      // and 30-38 GB/s against 11-15 and ~29), and an eager window right after rendezvous ones
+      // is a slow one (16 KiB, link_bw set to 15 GB/s, cores at mid distance: 18-25 GB/s, the
+      // next 28-37, then 51 against rendezvous's 40). Nor at all where the start prices a
+      // rendezvous send: far apart, 16 KiB streams start rendezvous where link_bw comes out
+      // below ~15 GB/s, and with link_bw set to 15 the one-window tries held the tuner at
+      // 0.87 of the static rule's speed, bursts of two 0.97 (14 pairs).
+      if (rndv_stream_faster(bytes)) {
+        const bool get_bound = rndv_get_bound(bytes);
         stream_.enable(b, setting(false),
-                       bytes > eager_threshold_
+                       bytes > eager_threshold_ || get_bound
                            ? std::optional<rt::HillTuner::Setting>(setting(true))
-                           : std::nullopt);
-      else stream_.enable(b, start);
+                           : std::nullopt,
+                       get_bound);
+      } else {
+        stream_.enable(b, start);
+      }
     }
     if (in_flight_++ == 0 || s_.sends >= kSegment) {  // a new stream, maybe of one send
       const bool cut = in_flight_ > 1;
@@ -495,8 +506,8 @@ private:
   // (below the eager threshold: eager by the static rule), the model started those streams
   // rendezvous (19.5-20.8 GB/s) and, eager put 1.5x behind, never tried eager: the tuner at
   // 1.24 and 1.41 of the static rule's time (12 interleaved pairs). The 64 KiB eager windows
-  // above, below a far-apart threshold of 95-180 KB, are tried, and back off as any losing
-  // try does (post: eager is the start's `left` only above the eager threshold).
+  // above, below a far-apart threshold of 95-180 KB, are tried, for one window at first
+  // (post).
   // Rendezvous is priced here with its start added to its get, not overlapped (where
   // link_rtt_us is known): a small send's start overlaps little, and the overlapped price let
   // 16 KiB rendezvous be tried at mid distance, where it ran 1.5-3.8x slower than priced and a
@@ -532,14 +543,19 @@ private:
   // stream_start_us() × link_bw up, and eager elsewhere, ties included: far apart
   // (link_rtt_us 0.45-0.60), 16 KiB streams start rendezvous only where link_bw comes out
   // below 14-18 GB/s. Measured there, 16 KiB rendezvous windows ran at 13-16.5 GB/s against
-  // eager's 17-20. Eager streams explored above the eager threshold and found clearly worse
-  // back off to the longest period at once, as a setting the bucket moved away from does
-  // (HillTuner::enable): model and measurement agree.
+  // eager's 17-20. Eager streams, explored there for one window and found clearly worse,
+  // back off four periods at once (post): model and measurement agree.
   // No slack toward rendezvous: the 1.5x it had until 2026-12-06 started streams rendezvous
   // where eager ran faster (docs/tuning.md tells what it cost, and why it was there).
   bool rndv_stream_faster(std::size_t bytes) const {
     const double rndv = model_cost(false, bytes), eager = model_cost(true, bytes);
     return rndv > 0 && eager > 0 && rndv < eager;
+  }
+  // Whether the model prices a rendezvous send of `bytes` in a stream by its get, not its
+  // start (model_cost): far apart (get_bw ~25 GB/s, a start of 2 x 0.5 us) from ~32 KiB up.
+  bool rndv_get_bound(std::size_t bytes) const {
+    return rndv_.get_bw > 0 &&
+           static_cast<double>(bytes) / rndv_.get_bw >= stream_start_us() * 1e-6;
   }
 
   std::size_t eager_threshold_;

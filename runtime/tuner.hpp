@@ -58,6 +58,13 @@ public:
   static constexpr double kFarWorse = 2;  // a neighbour this far behind backs off at once,
   static constexpr std::uint32_t kFarWorseSamples = 3;  // on at least this many uses (or a
                                                         // whole burst)
+  // The model's left tried once (enable's `left_once`), clearly worse, is tried again
+  // after this many doublings of the period, not kMaxBackoff: a stream tuner's model prices
+  // eager streams from a short copy at calibration, and with the cores near it put 16 KiB
+  // eager windows behind rendezvous ones that they outran once warm (eager's first judged
+  // window at 17.6 GB/s against rendezvous's 22.9, then 28-31). At the stream pace the next
+  // try comes 32 windows on: past a benchmark's 22 windows of 64 KiB, within its 52 of 16 KiB.
+  static constexpr std::uint32_t kModelLeftBackoff = 2;
 
   using Setting = std::array<std::uint8_t, kMaxDims>;
 
@@ -93,8 +100,11 @@ public:
   // Buckets are static (never explored) until enabled here with their starting setting.
   // `left`: a setting the caller's model already put behind the start, which the bucket
   // counts as the one it last moved away from (clearly worse again, it backs off to the
-  // longest period at once).
-  void enable(std::size_t bucket, Setting start, std::optional<Setting> left = std::nullopt) {
+  // longest period at once). `left_once`: `left` is first tried for one use, judged as it
+  // comes (no edge skipped), and clearly worse there it is tried again only
+  // kModelLeftBackoff doublings of the period later (see choose()).
+  void enable(std::size_t bucket, Setting start, std::optional<Setting> left = std::nullopt,
+              bool left_once = false) {
     Bucket& b = buckets_[bucket];
     b = Bucket{};
     b.enabled = true;
@@ -103,6 +113,7 @@ public:
     if (left) {
       b.left = *left;
       b.has_left = true;
+      b.left_unmeasured = left_once;
     }
   }
   bool enabled(std::size_t bucket) const { return buckets_[bucket].enabled; }
@@ -126,9 +137,17 @@ public:
     b.next_explore = b.uses + explore_period_of(b);  // (again from the judgement, below)
     if (!b.has_candidate && !pick_candidate(b)) return {b.current, false};
     ++explorations_;
-    b.burst_left = pace_.burst - 1;
-    b.unjudged_cand += pace_.skip_edges;  // the burst's first use
-    b.cand_pending += pace_.burst;        // observations of this burst still to come
+    // The model's `left`, first tried (enable's `left_once`): one use, and that one judged.
+    // Its price is the model's already, and the burst's first use costs as much again where
+    // the model is right: with 64 KiB windows that the model started rendezvous (cores far
+    // apart), the two eager windows of a stream burst ran at 22-30 GB/s against rendezvous's
+    // 42-46, and explored once in a benchmark's 22 windows they held the tuner at 0.90-0.94
+    // of always-rendezvous's speed; one window, 0.97. The edge skipped elsewhere is a
+    // rendezvous burst's first gets (p2p/protocol_tuner.hpp), not an eager one's.
+    b.single_try = b.left_unmeasured && b.candidate == b.left;
+    b.burst_left = b.single_try ? 0 : pace_.burst - 1;
+    b.unjudged_cand += b.single_try ? 0 : pace_.skip_edges;  // the burst's first use
+    b.cand_pending += b.single_try ? 1 : pace_.burst;  // observations of this burst still to come
     return {b.candidate, true};
   }
 
@@ -170,7 +189,7 @@ public:
     // trips, single uses as low as 1.03: seven bursts a rank were judged on full windows in a
     // benchmark's 1271 sends, the tuned ping-pong at 1.054x the static rule's time where
     // exploring nothing gave 1.011.)
-    const bool burst_judged = b.cand.count >= pace_.burst - pace_.skip_edges;
+    const bool burst_judged = b.cand.count >= (b.single_try ? 1 : pace_.burst - pace_.skip_edges);
     const bool left_again = b.has_left && b.candidate == b.left;
     const bool clearly_worse =
         burst_judged && (left_again ? b.cand.median() : b.cand.min()) >= kClearlyWorse;
@@ -182,6 +201,7 @@ public:
     const bool clearly_better = burst_judged && b.cand.max() <= kClearlyBetter;
     if (b.cand.count < pace_.window && !clearly_worse && !clearly_better) return false;
     const bool better = b.cand.median() < 1 - kMargin;
+    b.left_unmeasured = false;
     if (better) {
       b.left = b.current;
       b.has_left = true;
@@ -214,8 +234,10 @@ public:
         // bursts of a benchmark's 1271 sends, 23 sends in all, and made it 5-8 % slower. Not
         // on fewer samples: one slow window of a stream (a receiver descheduled) would stop
         // the stream tuner's exploring for the rest of a benchmark's run.
+        // The model's left on its one window, though, only kModelLeftBackoff doublings: one slow
+        // window is no proof that the model is right (see kModelLeftBackoff).
         b.losses = 0;
-        b.backoff = kMaxBackoff;
+        b.backoff = b.single_try ? kModelLeftBackoff : kMaxBackoff;
       } else if (++b.losses >= valid_steps(b.current)) {
         b.losses = 0;
         b.backoff = std::min(b.backoff + 1, kMaxBackoff);
@@ -319,6 +341,8 @@ private:
     std::uint32_t backoff = 0;           // explore period = kExplorePeriod << backoff
     Setting left{};                      // the setting of before the last move (has_left)
     bool has_left = false;
+    bool left_unmeasured = false;  // left came from enable(), left_once, not judged since
+    bool single_try = false;       // the exploration under way is the model's left's one use
     double latest = 0;  // the current setting's latest cost
     double before_latest = 0;  // and the one before it (0: none since the last move)
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
@@ -341,6 +365,7 @@ private:
     b.has_candidate = false;
     b.cand = Window{};
     b.edge_ratio = 0;
+    b.single_try = false;
     b.burst_left = 0;
     b.unjudged_cand = 0;
     b.cand_pending = 0;

@@ -390,6 +390,60 @@ TEST(Tuner, StreamPace_SettingLeftClearlyWorseAgain_BacksOffAtOnce) {
             std::uint64_t{rmp::p2p::ProtocolTuner::kStreamPace.period} << HillTuner::kMaxBackoff);
 }
 
+// The setting the caller's model put behind the start (enable's `left`) is first tried for
+// one use, judged as it comes; clearly worse (1.6x), it is tried again kModelLeftBackoff
+// doublings of the period later, in a burst as any setting, and clearly worse again it backs
+// off to the longest period. Better on its one use, it wins at once.
+TEST(Tuner, StreamPace_ModelLeft_FirstTriedOnceThenFourPeriods) {
+  const std::size_t bucket = HillTuner::bucket_of(64 * 1024);
+  const Setting eager{1, 0, 0}, rndv{0, 0, 0};
+  const std::uint32_t period = rmp::p2p::ProtocolTuner::kStreamPace.period;
+  HillTuner t({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
+  t.enable(bucket, rndv, eager, /*left_once=*/true);
+  std::vector<int> explored_at;
+  const int uses = 35 + static_cast<int>(period << HillTuner::kMaxBackoff);  // to the next
+  for (int use = 1; use <= uses; ++use) {
+    const HillTuner::Choice c = t.choose(bucket);
+    if (c.explore) explored_at.push_back(use);
+    t.observe(bucket, c.setting, c.setting == eager ? 1.6 : 1.0);
+    if (use == 3) {
+      EXPECT_EQ(t.explore_period(bucket), std::uint64_t{period} << HillTuner::kModelLeftBackoff);
+    }
+  }
+  const int again = 3 + static_cast<int>(period << HillTuner::kModelLeftBackoff);
+  EXPECT_EQ(explored_at, (std::vector<int>{3, again, again + 1}));
+  EXPECT_EQ(t.current(bucket), rndv);
+  EXPECT_EQ(t.explore_period(bucket), std::uint64_t{period} << HillTuner::kMaxBackoff);
+
+  HillTuner better({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
+  better.enable(bucket, rndv, eager, /*left_once=*/true);
+  int moved_at = 0;
+  for (int use = 1; use <= 10 && moved_at == 0; ++use) {
+    const HillTuner::Choice c = better.choose(bucket);
+    if (better.observe(bucket, c.setting, c.setting == eager ? 0.8 : 1.0)) moved_at = use;
+  }
+  EXPECT_EQ(moved_at, 3);
+  EXPECT_EQ(better.current(bucket), eager);
+
+  // Without left_once, the first try is a burst of two, its first use unjudged, and clearly
+  // worse the left setting backs off to the longest period.
+  for (const bool with_left : {false, true}) {
+    HillTuner plain({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
+    if (with_left) plain.enable(bucket, rndv, eager);
+    else plain.enable(bucket, rndv);
+    explored_at.clear();
+    for (int use = 1; use <= 10; ++use) {
+      const HillTuner::Choice c = plain.choose(bucket);
+      if (c.explore) explored_at.push_back(use);
+      plain.observe(bucket, c.setting, c.setting == eager ? 1.6 : 1.0);
+    }
+    EXPECT_EQ(explored_at, (std::vector<int>{3, 4})) << with_left;
+    EXPECT_EQ(plain.explore_period(bucket),
+              std::uint64_t{period} << (with_left ? HillTuner::kMaxBackoff : 1))
+        << with_left;
+  }
+}
+
 // A move resets the period: once the optimum shifts (here: rendezvous becomes 3 x cheaper
 // after the tuner backed off), the tuner still finds it within the backed-off period's windows.
 TEST(Tuner, BackedOff_StillFollowsAShiftedOptimum) {
@@ -1070,6 +1124,36 @@ TEST(ProtocolTuner, Streams_EagerTheModelPutsFarBehind_NeverExplored) {
   };
   EXPECT_EQ(eager_windows(15e9), 0);
   EXPECT_GT(eager_windows(27e9), 0) << "the test's premise: eager windows counted";
+}
+
+// 64 KiB windows below a far-apart eager threshold (100 KB) start rendezvous by the model
+// (get_bw 24 GB/s against link_bw 15; a send priced by its get, 2.7 us, not its start, 2 x
+// 0.5 us) and eager, 1.5x slower, is tried for one window only in a benchmark's 22 windows,
+// at its fourth (the first goes eager: the static rule's choice for a send that does not yet
+// look like a stream). With more windows it is tried again, four periods on, in a burst of
+// two, and then not for the longest period. (In bursts of two from the start, backing off as
+// any losing try does, it took windows 3, 4, 20 and 21 of the 22.) 16 KiB streams, priced by
+// their start (0.68 us of get), also start rendezvous (16 KiB a microsecond, above link_bw),
+// and eager is tried so: in bursts of two that back off as any losing try does.
+TEST(ProtocolTuner, Streams_ModelStartsRendezvousBelowTheThreshold_EagerTriedForOneWindow) {
+  auto eager_windows = [](std::size_t bytes, int windows) {
+    p2p::ProtocolTuner t(44, 100000, 262144, 0, p2p::RndvModel{24e9, 2.7, 15e9, false, 0.5});
+    std::int64_t clock = 0;
+    auto cost = [](bool eager) -> std::int64_t { return eager ? 3000 : 2000; };
+    std::vector<int> at;
+    for (int w = 0; w < windows; ++w) {
+      bool eager = false;
+      send_window(t, bytes, 64, clock, cost, &eager);
+      if (eager) at.push_back(w);
+    }
+    return at;
+  };
+  EXPECT_EQ(eager_windows(65536, 22), (std::vector<int>{0, 3}));
+  const std::vector<int> long_run = eager_windows(65536, 150);
+  ASSERT_EQ(long_run.size(), 4u) << testing::PrintToString(long_run);
+  EXPECT_EQ(long_run[3], long_run[2] + 1) << "the second try: a burst of two";
+  EXPECT_GT(long_run[2], 3 + 30);
+  EXPECT_EQ(eager_windows(16384, 22), (std::vector<int>{0, 3, 4, 20, 21}));
 }
 
 // Below the eager threshold eager is the static rule's choice, and the model does not keep a
