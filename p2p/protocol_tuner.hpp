@@ -112,7 +112,8 @@ public:
 
   // A stream tuner's observation is a window of sends: a benchmark's bandwidth loop has tens
   // of them per size. It explores two streams in 8 and judges the second alone against the
-  // one before the burst: a benchmark's run is too short for more. The first stream of a
+  // one before the burst (one stream, judged, for a first try of eager where the model starts
+  // the bucket rendezvous: post): a benchmark's run is too short for more. The first stream of a
   // rendezvous burst pays for the transport's first gets of that size, which try each copy
   // mechanism in turn (shm: a window of 64 gets of 16 KiB, 59 single copies, 47 through the
   // chunks, 22 split); judged, it made rendezvous lose where its windows took 0.63-0.80 of
@@ -179,21 +180,22 @@ public:
       // A stream the model starts rendezvous (it prices eager streams above rendezvous ones
       // there) has eager put behind, as a setting it moved away from, where the static rule
       // sends rendezvous too, or where the model prices a rendezvous send by its get, not its
-      // start (rndv_get_bound): a size where one copy against two decides. There eager is
-      // first tried for one window, judged as it comes, and clearly worse it waits four
-      // periods (HillTuner::enable's left_once): 64 KiB windows below a far-apart threshold
-      // of 47-209 KB, eager explored in bursts of two windows (22-30 GB/s against
+      // start (rndv_get_bound): a size where one copy against two decides. Where it prices it
+      // by its get (above the threshold or below), eager is first tried for one window,
+      // judged as it comes, and clearly worse it waits four periods, then is tried in a burst
+      // of two, and clearly worse again waits the longest period (HillTuner::enable's
+      // left_once). 64 KiB windows (far-apart thresholds of 46-297 KB, below 64 KiB in a fifth
+      // of the runs), eager explored in bursts of two windows (22-30 GB/s against
       // rendezvous's 42-46) that backed off as any losing try does, held the tuner at
       // 0.90-0.94 of always-rendezvous's speed (compare, 16-24 pairs a set); one window,
-      // 0.97. Not to the longest period below the threshold, where eager is the static rule's
-      // choice: link_bw, calibrated at 10.5-15.5 GB/s on the Zen 4 VM, put eager streams of 4
-      // and 16 KiB behind rendezvous ones, which they outran in many runs (mid distance: 18-27
-      // and 30-38 GB/s against 11-15 and ~29), and an eager window right after rendezvous ones
-      // is a slow one (16 KiB, link_bw set to 15 GB/s, cores at mid distance: 18-25 GB/s, the
-      // next 28-37, then 51 against rendezvous's 40). Nor at all where the start prices a
-      // rendezvous send: far apart, 16 KiB streams start rendezvous where link_bw comes out
-      // below ~15 GB/s, and with link_bw set to 15 the one-window tries held the tuner at
-      // 0.87 of the static rule's speed, bursts of two 0.97 (14 pairs).
+      // 0.97. Not to the longest period at once: link_bw, calibrated at 10.5-15.5 GB/s on the Zen 4
+      // VM, put eager streams of 4 and 16 KiB behind rendezvous ones, which they outran in many
+      // runs (mid distance: 18-27 and 30-38 GB/s against 11-15 and ~29), and an eager window right
+      // after rendezvous ones is a slow one (16 KiB, link_bw set to 15 GB/s, cores at mid distance:
+      // 18-25 GB/s, the next 28-37, then 51 against rendezvous's 40). Nor at all where the start
+      // prices a rendezvous send: far apart, 16 KiB streams start rendezvous where link_bw comes
+      // out below ~15 GB/s, and with link_bw set to 15 the one-window tries held the tuner at 0.87
+      // of the static rule's speed, bursts of two 0.97 (14 pairs).
       if (rndv_stream_faster(bytes)) {
         const bool get_bound = rndv_get_bound(bytes);
         stream_.enable(b, setting(false),
@@ -506,7 +508,7 @@ private:
   // (below the eager threshold: eager by the static rule), the model started those streams
   // rendezvous (19.5-20.8 GB/s) and, eager put 1.5x behind, never tried eager: the tuner at
   // 1.24 and 1.41 of the static rule's time (12 interleaved pairs). The 64 KiB eager windows
-  // above, below a far-apart threshold of 95-180 KB, are tried, for one window at first
+  // above, below a far-apart threshold of 46-297 KB, are tried, for one window at first
   // (post).
   // Rendezvous is priced here with its start added to its get, not overlapped (where
   // link_rtt_us is known): a small send's start overlaps little, and the overlapped price let
@@ -543,8 +545,8 @@ private:
   // stream_start_us() × link_bw up, and eager elsewhere, ties included: far apart
   // (link_rtt_us 0.45-0.60), 16 KiB streams start rendezvous only where link_bw comes out
   // below 14-18 GB/s. Measured there, 16 KiB rendezvous windows ran at 13-16.5 GB/s against
-  // eager's 17-20. Eager streams, explored there for one window and found clearly worse,
-  // back off four periods at once (post): model and measurement agree.
+  // eager's 17-20. Eager is tried there in bursts of two that back off as any losing try
+  // does; at get-bound sizes (32 KiB up far apart) one window first, then four periods (post).
   // No slack toward rendezvous: the 1.5x it had until 2026-12-06 started streams rendezvous
   // where eager ran faster (docs/tuning.md tells what it cost, and why it was there).
   bool rndv_stream_faster(std::size_t bytes) const {

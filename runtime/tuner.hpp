@@ -31,7 +31,8 @@ public:
   static constexpr std::size_t kBuckets = 65;  // bucket_of() of any size_t
   static constexpr std::size_t kWindow = 8;    // observations per judged window
   // An exploration is a burst of kBurst consecutive uses of the neighbour, one burst per
-  // kExplorePeriod uses; its first use is not judged. A pipelined setting (chunks in flight)
+  // kExplorePeriod uses; its first use is not judged (except a model's left tried once:
+  // enable's `left_once`). A pipelined setting (chunks in flight)
   // only shows its cost once the uses before it ran with it too: single explored gets in a
   // stream of the current setting's all cost the same, so noise decided, and the tuner
   // drifted to smaller windows that lost half the throughput at 64 KiB once used throughout
@@ -102,7 +103,9 @@ public:
   // counts as the one it last moved away from (clearly worse again, it backs off to the
   // longest period at once). `left_once`: `left` is first tried for one use, judged as it
   // comes (no edge skipped), and clearly worse there it is tried again only
-  // kModelLeftBackoff doublings of the period later (see choose()).
+  // kModelLeftBackoff doublings of the period later (see choose() and observe()). Meant for
+  // paces that judge each use (Pace::window 1, as a stream tuner's): with a longer window a
+  // try that is neither clearly worse nor clearly better waits for more such tries.
   void enable(std::size_t bucket, Setting start, std::optional<Setting> left = std::nullopt,
               bool left_once = false) {
     Bucket& b = buckets_[bucket];
@@ -141,9 +144,9 @@ public:
     // Its price is the model's already, and the burst's first use costs as much again where
     // the model is right: with 64 KiB windows that the model started rendezvous (cores far
     // apart), the two eager windows of a stream burst ran at 22-30 GB/s against rendezvous's
-    // 42-46, and explored once in a benchmark's 22 windows they held the tuner at 0.90-0.94
-    // of always-rendezvous's speed; one window, 0.97. The edge skipped elsewhere is a
-    // rendezvous burst's first gets (p2p/protocol_tuner.hpp), not an eager one's.
+    // 42-46, and explored twice in a benchmark's 22 windows (windows 3, 4, 20 and 21) they
+    // held the tuner at 0.90-0.94 of always-rendezvous's speed; one window, 0.97. The edge skipped
+    // elsewhere is a rendezvous burst's first gets (p2p/protocol_tuner.hpp), not an eager one's.
     b.single_try = b.left_unmeasured && b.candidate == b.left;
     b.burst_left = b.single_try ? 0 : pace_.burst - 1;
     b.unjudged_cand += b.single_try ? 0 : pace_.skip_edges;  // the burst's first use
@@ -201,7 +204,7 @@ public:
     const bool clearly_better = burst_judged && b.cand.max() <= kClearlyBetter;
     if (b.cand.count < pace_.window && !clearly_worse && !clearly_better) return false;
     const bool better = b.cand.median() < 1 - kMargin;
-    b.left_unmeasured = false;
+    if (left_again || better) b.left_unmeasured = false;
     if (better) {
       b.left = b.current;
       b.has_left = true;
