@@ -147,10 +147,10 @@ public:
     // 42-46, and explored twice in a benchmark's 22 windows (windows 3, 4, 20 and 21) they
     // held the tuner at 0.90-0.94 of always-rendezvous's speed; one window, 0.97. The edge skipped
     // elsewhere is a rendezvous burst's first gets (p2p/protocol_tuner.hpp), not an eager one's.
-    b.single_try = b.left_unmeasured && b.candidate == b.left;
-    b.burst_left = b.single_try ? 0 : pace_.burst - 1;
-    b.unjudged_cand += b.single_try ? 0 : pace_.skip_edges;  // the burst's first use
-    b.cand_pending += b.single_try ? 1 : pace_.burst;  // observations of this burst still to come
+    const bool once = single_try(b);
+    b.burst_left = once ? 0 : pace_.burst - 1;
+    b.unjudged_cand += once ? 0 : pace_.skip_edges;  // the burst's first use
+    b.cand_pending += once ? 1 : pace_.burst;        // observations of this burst still to come
     return {b.candidate, true};
   }
 
@@ -192,7 +192,8 @@ public:
     // trips, single uses as low as 1.03: seven bursts a rank were judged on full windows in a
     // benchmark's 1271 sends, the tuned ping-pong at 1.054x the static rule's time where
     // exploring nothing gave 1.011.)
-    const bool burst_judged = b.cand.count >= (b.single_try ? 1 : pace_.burst - pace_.skip_edges);
+    const bool once = single_try(b);
+    const bool burst_judged = b.cand.count >= (once ? 1 : pace_.burst - pace_.skip_edges);
     const bool left_again = b.has_left && b.candidate == b.left;
     const bool clearly_worse =
         burst_judged && (left_again ? b.cand.median() : b.cand.min()) >= kClearlyWorse;
@@ -240,7 +241,7 @@ public:
         // The model's left on its one window, though, only kModelLeftBackoff doublings: one slow
         // window is no proof that the model is right (see kModelLeftBackoff).
         b.losses = 0;
-        b.backoff = b.single_try ? kModelLeftBackoff : kMaxBackoff;
+        b.backoff = once ? kModelLeftBackoff : kMaxBackoff;
       } else if (++b.losses >= valid_steps(b.current)) {
         b.losses = 0;
         b.backoff = std::min(b.backoff + 1, kMaxBackoff);
@@ -345,7 +346,6 @@ private:
     Setting left{};                      // the setting of before the last move (has_left)
     bool has_left = false;
     bool left_unmeasured = false;  // left came from enable(), left_once, not judged since
-    bool single_try = false;       // the exploration under way is the model's left's one use
     double latest = 0;  // the current setting's latest cost
     double before_latest = 0;  // and the one before it (0: none since the last move)
     Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
@@ -368,10 +368,14 @@ private:
     b.has_candidate = false;
     b.cand = Window{};
     b.edge_ratio = 0;
-    b.single_try = false;
     b.burst_left = 0;
     b.unjudged_cand = 0;
     b.cand_pending = 0;
+  }
+
+  // Whether the candidate under way is the model's left on its one use (enable's left_once).
+  static bool single_try(const Bucket& b) {
+    return b.left_unmeasured && b.has_left && b.candidate == b.left;
   }
 
   // Whether the current setting's costs have settled (Pace::settled).

@@ -390,6 +390,18 @@ TEST(Tuner, StreamPace_SettingLeftClearlyWorseAgain_BacksOffAtOnce) {
             std::uint64_t{rmp::p2p::ProtocolTuner::kStreamPace.period} << HillTuner::kMaxBackoff);
 }
 
+// The uses `from`..`to` of one bucket, each observed at cost(setting): those that explored.
+template <class Cost>
+std::vector<int> explored_uses(HillTuner& t, std::size_t bucket, int from, int to, Cost&& cost) {
+  std::vector<int> at;
+  for (int use = from; use <= to; ++use) {
+    const HillTuner::Choice c = t.choose(bucket);
+    if (c.explore) at.push_back(use);
+    t.observe(bucket, c.setting, cost(c.setting));
+  }
+  return at;
+}
+
 // The setting the caller's model put behind the start (enable's `left`) is first tried for
 // one use, judged as it comes; clearly worse (1.6x), it is tried again kModelLeftBackoff
 // doublings of the period later, in a burst as any setting, and clearly worse again it backs
@@ -400,16 +412,11 @@ TEST(Tuner, StreamPace_ModelLeft_FirstTriedOnceThenFourPeriods) {
   const std::uint32_t period = rmp::p2p::ProtocolTuner::kStreamPace.period;
   HillTuner t({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
   t.enable(bucket, rndv, eager, /*left_once=*/true);
-  std::vector<int> explored_at;
+  auto far_behind = [&](const Setting& s) { return s == eager ? 1.6 : 1.0; };
+  std::vector<int> explored_at = explored_uses(t, bucket, 1, 3, far_behind);
+  EXPECT_EQ(t.explore_period(bucket), std::uint64_t{period} << HillTuner::kModelLeftBackoff);
   const int uses = 35 + static_cast<int>(period << HillTuner::kMaxBackoff);  // to the next
-  for (int use = 1; use <= uses; ++use) {
-    const HillTuner::Choice c = t.choose(bucket);
-    if (c.explore) explored_at.push_back(use);
-    t.observe(bucket, c.setting, c.setting == eager ? 1.6 : 1.0);
-    if (use == 3) {
-      EXPECT_EQ(t.explore_period(bucket), std::uint64_t{period} << HillTuner::kModelLeftBackoff);
-    }
-  }
+  for (const int use : explored_uses(t, bucket, 4, uses, far_behind)) explored_at.push_back(use);
   const int again = 3 + static_cast<int>(period << HillTuner::kModelLeftBackoff);
   EXPECT_EQ(explored_at, (std::vector<int>{3, again, again + 1}));
   EXPECT_EQ(t.current(bucket), rndv);
@@ -429,14 +436,10 @@ TEST(Tuner, StreamPace_ModelLeft_FirstTriedOnceThenFourPeriods) {
   // period doubles once, and the next try is a burst of two.
   HillTuner close({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
   close.enable(bucket, rndv, eager, /*left_once=*/true);
-  explored_at.clear();
-  for (int use = 1; use <= 30; ++use) {
-    const HillTuner::Choice c = close.choose(bucket);
-    if (c.explore) explored_at.push_back(use);
-    close.observe(bucket, c.setting, c.setting == eager ? 1.1 : 1.0);
-  }
   const int next = 3 + static_cast<int>(period << 1);
-  EXPECT_EQ(explored_at, (std::vector<int>{3, next, next + 1}));
+  EXPECT_EQ(
+      explored_uses(close, bucket, 1, 30, [&](const Setting& s) { return s == eager ? 1.1 : 1.0; }),
+      (std::vector<int>{3, next, next + 1}));
 
   // Without left_once, the first try is a burst of two, its first use unjudged, and clearly
   // worse the left setting backs off to the longest period.
@@ -444,13 +447,8 @@ TEST(Tuner, StreamPace_ModelLeft_FirstTriedOnceThenFourPeriods) {
     HillTuner plain({2, 1, 1}, rmp::p2p::ProtocolTuner::kStreamPace);
     if (with_left) plain.enable(bucket, rndv, eager);
     else plain.enable(bucket, rndv);
-    explored_at.clear();
-    for (int use = 1; use <= 10; ++use) {
-      const HillTuner::Choice c = plain.choose(bucket);
-      if (c.explore) explored_at.push_back(use);
-      plain.observe(bucket, c.setting, c.setting == eager ? 1.6 : 1.0);
-    }
-    EXPECT_EQ(explored_at, (std::vector<int>{3, 4})) << with_left;
+    EXPECT_EQ(explored_uses(plain, bucket, 1, 10, far_behind), (std::vector<int>{3, 4}))
+        << with_left;
     EXPECT_EQ(plain.explore_period(bucket),
               std::uint64_t{period} << (with_left ? HillTuner::kMaxBackoff : 1))
         << with_left;
