@@ -1,8 +1,9 @@
 // Process management and I/O of one job (job.hpp).
 //
 // Everything happens on one thread around one epoll loop: the store's sockets, the ranks'
-// stdout/stderr pipes, a signalfd for SIGCHLD/SIGINT/SIGTERM/SIGHUP, and stdin when it is a
-// terminal. Deadlines (--timeout, the grace periods) are checked after every wake-up.
+// stdout/stderr pipes, rlaunch's own stdout/stderr when their readers lag, a signalfd for
+// SIGCHLD and the signals of SignalSetup, and stdin when it is a terminal. Deadlines (--timeout,
+// the grace periods) are checked after every wake-up.
 #include "launcher/job.hpp"
 #include "launcher/hosts.hpp"
 
@@ -144,16 +145,22 @@ private:
 
 // Blocks the signals rlaunch handles through its signalfd and ignores SIGPIPE (a closed stdout
 // must not kill the launcher while ranks run); restores both for each child before exec.
-// SIGINT, SIGTERM or SIGHUP ignored when rlaunch starts (nohup; a background job of a
-// non-interactive shell) stay ignored, by rlaunch and its ranks, as for any other program:
-// blocked, an ignored signal was still read from the signalfd, so a SIGHUP at logout ended a
-// nohup'd job, and a SIGINT was forwarded to ranks ignoring it and escalated to SIGKILL.
+// Handled, as mpirun does: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job; SIGUSR1 and
+// SIGUSR2 (a batch system's "time is nearly up") go on to the ranks' processes; SIGTSTP (Ctrl-Z)
+// stops the ranks and then rlaunch, and SIGCONT (fg, bg) continues them. (The ranks live in process
+// groups of their own, so the terminal's signals reach rlaunch alone; unhandled, SIGUSR1 ended
+// rlaunch and the ranks with it without a word, and Ctrl-Z stopped rlaunch while the ranks ran on.)
+// A signal ignored when rlaunch starts (nohup; a background job of a non-interactive shell)
+// stays ignored, by rlaunch and its ranks, as for any other program: blocked, an ignored
+// signal was still read from the signalfd, so a SIGHUP at logout ended a nohup'd job, and a
+// SIGINT was forwarded to ranks ignoring it and escalated to SIGKILL.
 class SignalSetup {
 public:
   SignalSetup() {
     sigemptyset(&handled_);
     sigaddset(&handled_, SIGCHLD);
-    for (const int s : {SIGINT, SIGTERM, SIGHUP}) {
+    sigaddset(&handled_, SIGCONT);  // blocked, it still continues rlaunch; then read here
+    for (const int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP}) {
       struct sigaction now {};
       if (::sigaction(s, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
       sigaddset(&handled_, s);
@@ -257,6 +264,8 @@ public:
 
     while (!finished()) {
       loop_.wait(next_deadline());
+      check_sink(stdout_);
+      check_sink(stderr_);
       const auto now = Clock::now();
       kvs_->expire(now);
       check_deadlines(now);
@@ -266,7 +275,8 @@ public:
     if (stop_started_) signal_job(SIGKILL);
     else stop_leftovers();
     shut_down_io();
-    return status_.value_or(0);
+    // Output lost to a failed write (a full disk) fails a job that otherwise succeeded.
+    return status_.value_or(output_failed_ ? 1 : 0);
   }
 
 private:
@@ -431,7 +441,12 @@ private:
     // Bounded: one busy rank must not starve the others (epoll is level-triggered, so the rest
     // is read on the next round), and a straggler still writing must not hold up the end.
     const int rounds = final ? 256 : 16;
+    OutputSink& sink = p.forwarder.sink();
     for (int round = 0; round < rounds; ++round) {
+      if (sink.queued() >= OutputSink::kHighWater) {
+        if (!final) return hold_outputs(sink);
+        drain(sink);  // the job is over: waiting for the reader holds up nothing else
+      }
       const ssize_t n = ::read(p.fd.get(), buf, sizeof(buf));
       if (n > 0) {
         p.forwarder.feed(std::string_view(buf, static_cast<std::size_t>(n)));
@@ -442,6 +457,75 @@ private:
       return close_output(p);  // EOF, a read error, or nothing more now at the end
     }
     if (final) close_output(p);
+  }
+
+  // ---- rlaunch's stdout and stderr ---------------------------------------------------------
+
+  // What the job does about one of them.
+  struct Flow {
+    bool held = false;     // its reader lags: the ranks' pipes of this stream are not read
+    bool handled = false;  // its failure has been dealt with (check_sink)
+  };
+  Flow& flow(const OutputSink& sink) { return &sink == &stdout_ ? stdout_flow_ : stderr_flow_; }
+  const char* name_of(const OutputSink& sink) const {
+    return &sink == &stdout_ ? "standard output" : "standard error";
+  }
+
+  // Its reader lags (kHighWater queued): stop reading the ranks' pipes of this stream, so they
+  // wait in write() as in any pipeline, until the queue has drained to a quarter.
+  void hold_outputs(OutputSink& sink) {
+    Flow& f = flow(sink);
+    if (f.held || sink.poll_fd() < 0) return;
+    f.held = true;
+    for (const auto& [fd, pipe] : outputs_)
+      if (&pipe->forwarder.sink() == &sink) loop_.modify(fd, 0);
+    loop_.add(sink.poll_fd(), EPOLLOUT, [this, &sink](std::uint32_t) {
+      sink.flush();
+      if (sink.queued() <= OutputSink::kHighWater / 4) release_outputs(sink);
+    });
+  }
+
+  void release_outputs(OutputSink& sink) {
+    Flow& f = flow(sink);
+    if (!f.held) return;
+    f.held = false;
+    loop_.remove(sink.poll_fd());
+    for (const auto& [fd, pipe] : outputs_)
+      if (&pipe->forwarder.sink() == &sink) loop_.modify(fd, EPOLLIN);
+  }
+
+  // Writes what is queued, waiting for the reader; SIGINT, SIGTERM, SIGHUP or SIGQUIT
+  // meanwhile drop the rest.
+  void drain(OutputSink& sink) {
+    sink.drain(signals_.fd(), [this] {
+      on_signals();
+      return interrupted_after_;
+    });
+  }
+
+  // A write to the sink failed. EPIPE (`rlaunch … | head`): the ranks' pipes of that stream
+  // are closed, so their next writes fail as in a pipeline (SIGPIPE, unless they ignore it)
+  // rather than run on with their output dropped. Any other error (ENOSPC) is reported and
+  // fails the job; the ranks' output to it is read and dropped. Called between events only:
+  // it closes pipes whose handlers may be running.
+  void check_sink(OutputSink& sink) {
+    Flow& f = flow(sink);
+    if (f.handled || (!sink.closed() && !sink.failed())) return;
+    f.handled = true;
+    release_outputs(sink);
+    if (sink.failed()) {
+      output_failed_ = true;
+      say(std::string("cannot write to ") + name_of(sink) + ": " + std::strerror(sink.error()) +
+          "; the ranks' output to it is lost");
+      return;
+    }
+    std::vector<int> cut;
+    for (const auto& [fd, pipe] : outputs_)
+      if (&pipe->forwarder.sink() == &sink) cut.push_back(fd);
+    for (const int fd : cut) {
+      loop_.remove(fd);
+      outputs_.erase(fd);
+    }
   }
 
   void close_output(OutputPipe& p) {
@@ -495,6 +579,12 @@ private:
   void shut_down_io() {
     // Whatever the pipes still hold is passed on; a pipe kept open by a straggler is cut here.
     while (!outputs_.empty()) read_output(*outputs_.begin()->second, true);
+    for (OutputSink* sink : {&stdout_, &stderr_}) {
+      release_outputs(*sink);
+      drain(*sink);
+    }
+    check_sink(stdout_);
+    check_sink(stderr_);
     if (stdin_pipe_) close_stdin_forwarding();
     kvs_.reset();
   }
@@ -518,11 +608,46 @@ private:
     signalfd_siginfo info{};
     while (::read(signals_.fd(), &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
       const int sig = static_cast<int>(info.ssi_signo);
-      if (sig == SIGCHLD) {
-        reap();
-      } else {
-        on_launcher_signal(sig);
+      switch (sig) {
+        case SIGCHLD:
+          reap();
+          break;
+        case SIGUSR1:
+        case SIGUSR2:
+          signal_ranks(sig);
+          break;
+        case SIGCONT:
+          signal_running(sig);
+          break;
+        case SIGTSTP:
+          suspend();
+          break;
+        default:
+          on_launcher_signal(sig);
       }
+    }
+  }
+
+  // Ctrl-Z: the ranks stop (SIGSTOP: a rank that ignores SIGTSTP must not run on alone), then
+  // rlaunch; SIGCONT from the shell's fg or bg continues rlaunch, which passes it on
+  // (on_signals). Deadlines count on meanwhile: a --timeout that passed ends the job at once.
+  void suspend() {
+    signal_running(SIGSTOP);
+    ::kill(::getpid(), SIGSTOP);
+  }
+
+  // The ranks still running, as mpirun passes SIGUSR1 and SIGUSR2 on: the rank's process
+  // only. (To its group, the signal also ended a shell rank's `sleep`, which had no handler.)
+  void signal_ranks(int sig) {
+    for (const Rank& rank : ranks_)
+      if (rank.running) ::kill(rank.pid, sig);
+  }
+
+  // The process groups of the ranks still running: a rank's whole tree stops and continues.
+  void signal_running(int sig) {
+    for (const Rank& rank : ranks_) {
+      if (!rank.running) continue;
+      if (::kill(-rank.pid, sig) != 0 && errno == ESRCH) ::kill(rank.pid, sig);
     }
   }
 
@@ -743,13 +868,16 @@ private:
   CpuBinding binding_;
   OutputSink stdout_{1};
   OutputSink stderr_{2};
+  Flow stdout_flow_;
+  Flow stderr_flow_;
+  bool output_failed_ = false;  // a write to stdout or stderr failed other than with EPIPE
   std::unique_ptr<KvsServer> kvs_;
   std::vector<Rank> ranks_;
   std::unordered_map<pid_t, int> rank_of_pid_;
   std::unordered_map<int, std::unique_ptr<OutputPipe>> outputs_;  // by fd
   int running_ = 0;
   bool any_hello_ = false;  // some rank initialised rmp
-  bool interrupted_after_ = false;  // rlaunch caught SIGINT/SIGTERM/SIGHUP after every rank exited
+  bool interrupted_after_ = false;  // rlaunch caught a stop signal after every rank exited
   // The first rank that ended (status 0) without initialising rmp, before any rank did: what
   // to say when one does.
   std::string left_uninitialised_;

@@ -46,8 +46,9 @@ inline constexpr std::chrono::milliseconds kLeftoverGrace{100};
 //   0    every rank exited 0, and every rank that said HELLO also finalised;
 //   S    the first failing rank exited with status S;
 //   128+N  the first failing rank was killed by signal N, or rlaunch caught signal N
-//        (SIGINT, SIGTERM, SIGHUP) before any rank had failed;
-//   1    the first failing rank exited 0 without finalising after HELLO;
+//        (SIGINT, SIGTERM, SIGHUP, SIGQUIT) before any rank had failed;
+//   1    the first failing rank exited 0 without finalising after HELLO; or the ranks all
+//        succeeded but writing their output failed (ENOSPC: rlaunch says so);
 //   code a rank called abort(code) first (1 for abort(0));
 //   124  --timeout passed first;
 //   127  PROGRAM could not be executed.

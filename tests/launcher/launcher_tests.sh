@@ -604,6 +604,92 @@ bootstrap_outside_launcher)  # singleton without variables; an error naming what
   expect_out "No such file or directory"
   ;;
 
+partial_line)  # an untagged last line without a newline is ended before another rank's output
+  run "$RLAUNCH" -n 2 sh -c 'if [ "$RMP_RANK" = 0 ]; then printf partial; else sleep 0.5; echo whole; fi'
+  expect_rc 0
+  printf 'partial\nwhole\n' | cmp -s - "$OUT" || fail "a rank's unfinished line joined another's"
+  ;;
+
+slow_reader)  # a reader that lags holds up the ranks' writes, never rlaunch: --timeout and SIGTERM act at once
+  for how in timeout sigterm; do
+    args=()
+    [ "$how" = timeout ] && args=(--timeout 1)
+    start=$(date +%s%N)
+    (timeout -k 5 30 "$RLAUNCH" "${args[@]}" -n 2 sh -c "yes | head -c 20000000; sleep 30; : $TAG" \
+      2>"$ERR" </dev/null | (sleep 5; cat >/dev/null)) &
+    job=$!
+    sleep 1
+    if [ "$how" = sigterm ]; then
+      for p in $(pgrep -f -- "$TAG"); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = rlaunch ] && kill -TERM "$p"
+      done
+    fi
+    sleep 1.5  # the reader is still asleep: rlaunch must have acted without it
+    [ "$how" = timeout ] && expect_err "rlaunch: job timed out after 1 s"
+    [ "$how" = sigterm ] && expect_err "rlaunch: caught SIGTERM, stopping 2 rank(s)"
+    for p in $(pgrep -f -- "$TAG"); do
+      case "$(cat "/proc/$p/comm" 2>/dev/null)" in rlaunch | timeout | "") continue ;; esac
+      fail "$how: rank process $p still running while the reader lags"
+    done
+    wait "$job"  # rlaunch itself ends once the reader has taken what was queued
+    ELAPSED=$(( ($(date +%s%N) - start) / 1000000 ))
+    expect_faster_than 15000
+  done
+  expect_no_survivors
+  ;;
+
+closed_stdout)  # `rlaunch … | head`: the ranks' next writes fail as in a pipeline, and the job ends
+  start=$(date +%s%N)
+  timeout -k 5 30 "$RLAUNCH" -n 2 sh -c "yes $TAG" 2>"$ERR" </dev/null | head -1 >"$OUT"
+  RC=${PIPESTATUS[0]}
+  ELAPSED=$(( ($(date +%s%N) - start) / 1000000 ))
+  expect_rc 141
+  expect_out "$TAG"
+  # The rank's shell reports its `yes`'s SIGPIPE as status 141, or is itself `yes` (exec).
+  grep -qE "rlaunch: rank [01] .*(killed by signal 13 \(SIGPIPE\)|exited with status 141)" "$ERR" ||
+    fail "the rank's SIGPIPE not reported"
+  expect_faster_than 5000
+  expect_no_survivors
+  ;;
+
+failed_write)  # a write that fails other than EPIPE (a full disk) is reported and fails the job
+  [ -c /dev/full ] || { echo "FAIL [$CASE]: no /dev/full to write to" >&2; exit 1; }
+  timeout -k 5 30 "$RLAUNCH" -n 2 echo hello >/dev/full 2>"$ERR" </dev/null
+  RC=$?
+  expect_rc 1
+  expect_err "rlaunch: cannot write to standard output: No space left on device"
+  ;;
+
+forwarded_signals)  # SIGUSR1/2 reach the ranks; Ctrl-Z stops the ranks and rlaunch, SIGCONT continues them
+  set -m  # job control: the background rlaunch does not start with signals ignored
+  timeout -k 5 30 "$RLAUNCH" -n 2 sh -c 'trap "echo usr1-$RMP_RANK" USR1; trap "echo usr2-$RMP_RANK" USR2
+    echo ready-$RMP_RANK; i=0; while [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; echo end-$RMP_RANK' \
+    "$TAG" >"$OUT" 2>"$ERR" </dev/null &
+  job=$!
+  for _ in $(seq 100); do [ "$(grep -c ready- "$OUT")" -eq 2 ] && break; sleep 0.05; done
+  rl=$(pgrep -P "$job" -x rlaunch || pgrep -P "$job")
+  kill -USR1 "$rl"
+  kill -USR2 "$rl"
+  sleep 0.3
+  kill -TSTP "$rl"
+  sleep 0.5
+  case "$(ps -o stat= -p "$rl")" in T*) ;; *) fail "rlaunch not stopped by SIGTSTP" ;; esac
+  for p in $(pgrep -P "$rl"); do
+    case "$(ps -o stat= -p "$p")" in T*) ;; *) fail "rank process $p not stopped with rlaunch" ;; esac
+  done
+  kill -CONT "$rl"
+  wait "$job"
+  RC=$?
+  expect_rc 0
+  for r in 0 1; do
+    expect_out "usr1-$r"
+    expect_out "usr2-$r"
+    expect_out "end-$r"
+  done
+  [ ! -s "$ERR" ] || fail "stderr not empty"
+  expect_no_survivors
+  ;;
+
 *)
   echo "unknown case '$CASE'" >&2
   exit 2

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -278,6 +279,66 @@ TEST(LineForwarder, OverlongLine_OtherRanksLineStaysWhole) {
                               prefix1 + "short line from rank 1\n" + prefix0 + rest + "END\n")
         << "prefix '" << prefix0 << "'";
   }
+}
+
+// A reader that lags: the sink takes what the pipe holds, queues the rest without blocking,
+// and passes it on, in order, once there is room.
+TEST(OutputSink, FullPipe_QueuesWithoutBlocking_FlushesInOrder) {
+  Pipe p = make_pipe();
+  set_nonblocking(p.read.get());
+  OutputSink sink(p.write.get());  // a blocking pipe, as rlaunch's stdout usually is
+  std::string sent;
+  for (int i = 0; sent.size() < 4 * 65536; ++i) {  // four times the pipe's default capacity
+    const std::string line = "line " + std::to_string(i) + std::string(100, 'x') + "\n";
+    sink.write(line);
+    sent += line;
+  }
+  EXPECT_GT(sink.queued(), 0u);
+  EXPECT_GE(sink.poll_fd(), 0);
+  std::string got;
+  char buf[65536];
+  for (int round = 0; round < 1000 && got.size() < sent.size(); ++round) {
+    ssize_t n;
+    while ((n = ::read(p.read.get(), buf, sizeof buf)) > 0)
+      got.append(buf, static_cast<std::size_t>(n));
+    sink.flush();
+  }
+  EXPECT_EQ(sink.queued(), 0u);
+  EXPECT_TRUE(got == sent) << got.size() << " of " << sent.size() << " bytes";
+  EXPECT_FALSE(sink.closed() || sink.failed());
+}
+
+TEST(OutputSink, ReaderGone_IsClosed_OtherErrorsFail) {
+  ::signal(SIGPIPE, SIG_IGN);  // as rlaunch does (SignalSetup)
+  Pipe p = make_pipe();
+  OutputSink sink(p.write.get());
+  p.read.reset();
+  sink.write("x\n");
+  EXPECT_TRUE(sink.closed());
+  EXPECT_FALSE(sink.failed());
+  EXPECT_EQ(sink.queued(), 0u);
+
+  UniqueFd full(::open("/dev/full", O_WRONLY | O_CLOEXEC));
+  ASSERT_TRUE(full) << "no /dev/full";
+  OutputSink disk(full.get());
+  disk.write("x\n");
+  EXPECT_TRUE(disk.failed());
+  EXPECT_EQ(disk.error(), ENOSPC);
+}
+
+// A rank's last line without its newline, then another rank's output: the sink ends the line
+// first; the same rank continuing it does not.
+TEST(LineForwarder, UnfinishedLastLine_EndedBeforeAnotherRanksOutput) {
+  Captured out;
+  LineForwarder f0(out.sink(), "");
+  LineForwarder f1(out.sink(), "");
+  f0.feed("partial");
+  f0.finish();
+  f1.feed("whole\n");
+  EXPECT_EQ(out.take(), "partial\nwhole\n");
+  out.sink().write("more", &f1);
+  out.sink().write(" of it\n", &f1);
+  EXPECT_EQ(out.take(), "more of it\n");
 }
 
 }  // namespace
