@@ -35,20 +35,31 @@ void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void
   // is reported once every round has run: the other ranks wait for this one's blocks. Its
   // place keeps what the receive kept of it (a truncated receive consumes its message, as in
   // MPI: an eager one's first bytes, nothing of a rendezvous one; its own block's first bytes).
-  std::optional<Error> truncated;
-  if (sl.size(r) > rl.size(r)) truncated = block_too_long(r, sl.size(r), rl.size(r));
+  // In alltoallv every block goes as a message, empty ones too, so a shorter block is found
+  // as well (sendrecv_counted).
+  BlockCheck check("alltoallv");
+  if (sl.size(r) > rl.size(r)) {
+    check.too_long(r, rl.size(r), "it has " + std::to_string(sl.size(r)) + " bytes");
+  }
+  check.received(r, rl.size(r), sl.size(r));
   copy_bytes(at(out, rl.offset(r)), at(in, sl.offset(r)), std::min(sl.size(r), rl.size(r)));
+  const bool counted = !sl.is_uniform();
   for (int k = 1; k < n; ++k) {
     const int to = (r + k) % n, from = (r - k + n) % n;
+    const void* sbuf = at(in, sl.offset(to));
+    void* rbuf = at(out, rl.offset(from));
+    if (counted) {
+      sendrecv_counted(c, sbuf, sl.size(to), to, rbuf, rl.size(from), from, kAlltoall, check);
+      continue;
+    }
     try {
-      exchange(c, at(in, sl.offset(to)), sl.size(to), to, at(out, rl.offset(from)), rl.size(from),
-               from, kAlltoall);
+      exchange(c, sbuf, sl.size(to), to, rbuf, rl.size(from), from, kAlltoall);
     } catch (const Error& e) {
       if (e.code() != Errc::truncate) throw;
-      if (!truncated) truncated = coll::block_too_long("alltoallv", from, rl.size(from), e.what());
+      check.too_long(from, rl.size(from), e.what());
     }
   }
-  if (truncated) throw *truncated;
+  check.throw_first();
 }
 
 void alltoall_bruck(const CommImpl& c, const void* in, const Layout& sl, void* out,
@@ -97,12 +108,14 @@ void alltoall_bruck(const CommImpl& c, const void* in, const Layout& sl, void* o
     }
   }
   // A block longer than its receive count fills its place with its first bytes and is
-  // reported after the others are in theirs.
+  // reported after the others are in theirs; one shorter than it is reported too.
   std::optional<Error> truncated;
   for (int j = 0; j < n; ++j) {
     const int from = (r - j + n) % n;
     if (pos[j].bytes > rl.size(from) && !truncated)
       truncated = block_too_long(from, pos[j].bytes, rl.size(from));
+    if (pos[j].bytes < rl.size(from) && !truncated)
+      truncated = block_too_short("alltoallv", from, rl.size(from), pos[j].bytes);
     copy_bytes(at(out, rl.offset(from)), pos[j].data, std::min(pos[j].bytes, rl.size(from)));
   }
   if (truncated) throw *truncated;

@@ -139,13 +139,67 @@ inline Error block_too_long(const char* call, int from, std::size_t room,
                                    std::to_string(room) + " bytes): " + detail);
 }
 
+// A block from rank `from` shorter than this rank's count for it (`expected` bytes): counts
+// that disagree, as block_too_long, but no message was too long for its receive.
+inline Error block_too_short(const char* call, int from, std::size_t expected, std::size_t got) {
+  return Error(Errc::invalid_count, std::string(call) + ": counts: the block from rank " +
+                                        std::to_string(from) + " has " + std::to_string(got) +
+                                        " bytes where this rank's count says " +
+                                        std::to_string(expected) + " (did the ranks call " + call +
+                                        " with different counts? RMP_COLL_CHECK=1 compares every "
+                                        "call's)");
+}
+
+// The first error of a v-variant's blocks that disagree with this rank's counts, kept until
+// every block has moved: the other ranks wait for this one's, and a message left unreceived
+// would match a later call's receive. `got` is a finished receive's size, or a truncate the
+// receive threw (its message consumed, as in MPI).
+class BlockCheck {
+public:
+  explicit BlockCheck(const char* call) : call_(call) {}
+  void received(int from, std::size_t expected, std::size_t got) {
+    if (got < expected && !first_) first_ = block_too_short(call_, from, expected, got);
+  }
+  void too_long(int from, std::size_t room, const std::string& detail) {
+    if (!first_) first_ = block_too_long(call_, from, room, detail);
+  }
+  // Waits for the oldest of rs, a receive of `expected` bytes from `from`.
+  void wait_front(Requests& rs, int from, std::size_t expected) {
+    try {
+      received(from, expected, rs.wait_front().bytes);
+    } catch (const Error& err) {
+      if (err.code() != Errc::truncate) throw;
+      too_long(from, expected, err.what());
+    }
+  }
+  void throw_first() const {
+    if (first_) throw *first_;
+  }
+
+private:
+  const char* call_;
+  std::optional<Error> first_;
+};
+
 // sendrecv where a side whose size is 0 is left out: for algorithms whose block sizes both
 // ends compute (so they agree on which messages exist), an empty block costs no message.
+// Where each end takes the size from its own counts (the v-variants), empty blocks go as
+// messages too (sendrecv_counted): counts that disagree are then found, where a missing
+// message left the other end's receive waiting for ever, or a message nobody received
+// matched a later call's receive and put its data there.
 inline void exchange(const CommImpl& c, const void* sbuf, std::size_t sbytes, int dest, void* rbuf,
                      std::size_t rbytes, int src, int tag) {
   if (sbytes && rbytes) return sendrecv(c, sbuf, sbytes, dest, rbuf, rbytes, src, tag);
   if (sbytes) send(c, sbuf, sbytes, dest, tag);
   if (rbytes) recv(c, rbuf, rbytes, src, tag);
+}
+inline void sendrecv_counted(const CommImpl& c, const void* sbuf, std::size_t sbytes, int dest,
+                             void* rbuf, std::size_t rbytes, int src, int tag, BlockCheck& check) {
+  Requests rs(c);
+  rs.add(irecv(c, rbuf, rbytes, src, tag));
+  rs.add(isend(c, sbuf, sbytes, dest, tag));
+  check.wait_front(rs, src, rbytes);
+  rs.wait_all();
 }
 
 // ---- Memory ----------------------------------------------------------------------------------

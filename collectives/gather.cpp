@@ -3,6 +3,7 @@
 // tree each subtree's block sizes travel in a header message before its data (except to the
 // root, which knows them).
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
@@ -12,15 +13,24 @@ namespace rmp::coll {
 void gather_linear(const CommImpl& c, const void* in, std::size_t bytes, void* out,
                    const Layout& all, int root) {
   const int n = c.size(), r = c.rank();
+  // gatherv: empty blocks go as messages too, so that counts that disagree are found
+  // (exchange.hpp, sendrecv_counted).
+  const bool counted = !all.is_uniform();
   if (r != root) {
-    if (bytes) send(c, in, bytes, root, kGather);
+    if (bytes || counted) send(c, in, bytes, root, kGather);
     return;
   }
   Requests rs(c);
-  for (int i = 0; i < n; ++i)
-    if (i != root && all.size(i)) rs.add(irecv(c, at(out, all.offset(i)), all.size(i), i, kGather));
+  std::vector<int> from;
+  for (int i = 0; i < n; ++i) {
+    if (i == root || (!all.size(i) && !counted)) continue;
+    rs.add(irecv(c, at(out, all.offset(i)), all.size(i), i, kGather));
+    from.push_back(i);
+  }
   if (in) copy_bytes(at(out, all.offset(root)), in, all.size(root));
-  rs.wait_all();
+  BlockCheck check("gatherv");
+  for (const int i : from) check.wait_front(rs, i, all.size(i));
+  check.throw_first();
 }
 
 void gather_binomial(const CommImpl& c, const void* in, std::size_t bytes, void* out,
@@ -35,22 +45,32 @@ void gather_binomial(const CommImpl& c, const void* in, std::size_t bytes, void*
     // The root knows every size. A subtree's blocks go straight to their place when they are
     // one piece of `out` (no wrap past rank n − 1, contiguous displacements); otherwise
     // through scratch.
+    // gatherv: a subtree sends its blocks even when they are empty, and what arrives is
+    // checked against the root's counts (gather_linear).
     std::vector<std::vector<std::byte>> staged(children.size());
     Requests rs(c);
+    std::vector<std::pair<int, std::size_t>> expected;  // per receive: the child, its bytes
     for (std::size_t i = 0; i < children.size(); ++i) {
       const int a = abs_rank(children[i], root, n), k = subtree_size(children[i], n);
       if (a + k <= n && all.contiguous(a, a + k)) {
-        if (all.bytes(a, a + k))
-          rs.add(irecv(c, at(out, all.offset(a)), all.bytes(a, a + k), a, kGather));
+        if (const std::size_t len = all.bytes(a, a + k); len || !sizes_known) {
+          rs.add(irecv(c, at(out, all.offset(a)), len, a, kGather));
+          expected.emplace_back(a, len);
+        }
         continue;
       }
       std::size_t total = 0;
       for (int j = 0; j < k; ++j) total += all.size(abs_rank(children[i] + j, root, n));
       staged[i].resize(total);
-      if (total) rs.add(irecv(c, staged[i].data(), total, a, kGather));
+      if (total || !sizes_known) {
+        rs.add(irecv(c, staged[i].data(), total, a, kGather));
+        expected.emplace_back(a, total);
+      }
     }
     if (in) copy_bytes(at(out, all.offset(root)), in, all.size(root));
-    rs.wait_all();
+    BlockCheck check("gatherv");
+    for (const auto& [a, len] : expected) check.wait_front(rs, a, len);
+    check.throw_first();
     for (std::size_t i = 0; i < children.size(); ++i) {
       const std::byte* p = staged[i].data();
       if (staged[i].empty()) continue;
@@ -80,7 +100,7 @@ void gather_binomial(const CommImpl& c, const void* in, std::size_t bytes, void*
   for (std::uint64_t s : sizes) total += s;
   if (children.empty()) {  // a leaf sends its input as it is
     if (header_up) send(c, sizes.data(), sizeof(std::uint64_t), parent, kSizes);
-    if (bytes) send(c, in, bytes, parent, kGather);
+    if (bytes || !sizes_known) send(c, in, bytes, parent, kGather);
     return;
   }
   std::vector<std::byte> buf(total);
@@ -91,14 +111,15 @@ void gather_binomial(const CommImpl& c, const void* in, std::size_t bytes, void*
       std::size_t len = 0;
       for (int j = 0; j < subtree_size(ch, n); ++j)
         len += sizes[static_cast<std::size_t>(ch - vr + j)];
-      if (len) rs.add(irecv(c, buf.data() + off, len, abs_rank(ch, root, n), kGather));
+      if (len || !sizes_known)
+        rs.add(irecv(c, buf.data() + off, len, abs_rank(ch, root, n), kGather));
       off += len;
     }
     copy_bytes(buf.data(), in, bytes);
     rs.wait_all();
   }
   if (header_up) send(c, sizes.data(), sizes.size() * sizeof(std::uint64_t), parent, kSizes);
-  if (total) send(c, buf.data(), total, parent, kGather);
+  if (total || !sizes_known) send(c, buf.data(), total, parent, kGather);
 }
 
 }  // namespace rmp::coll

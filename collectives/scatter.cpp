@@ -14,15 +14,16 @@ namespace rmp::coll {
 namespace {
 
 // The block from the parent (or root), straight into `out`; one longer than this rank's count
-// (the root's counts and this rank's disagree) is consumed and reported as scatterv's.
-void recv_block(const CommImpl& c, void* out, std::size_t bytes, int from) {
-  if (!bytes) return;
-  try {
-    recv(c, out, bytes, from, kScatter);
-  } catch (const Error& e) {
-    if (e.code() == Errc::truncate) throw block_too_long("scatterv", from, bytes, e.what());
-    throw;
-  }
+// (the root's counts and this rank's disagree) is consumed and reported as scatterv's. In
+// scatterv (`counted`) empty blocks go as messages too, and a shorter one is reported as well
+// (exchange.hpp, sendrecv_counted).
+void recv_block(const CommImpl& c, void* out, std::size_t bytes, int from, bool counted) {
+  if (!bytes && !counted) return;
+  Requests rs(c);
+  rs.add(irecv(c, out, bytes, from, kScatter));
+  BlockCheck check("scatterv");
+  check.wait_front(rs, from, bytes);
+  check.throw_first();
 }
 
 }  // namespace
@@ -30,10 +31,12 @@ void recv_block(const CommImpl& c, void* out, std::size_t bytes, int from) {
 void scatter_linear(const CommImpl& c, const void* in, const Layout& all, void* out,
                     std::size_t bytes, int root) {
   const int n = c.size(), r = c.rank();
-  if (r != root) return recv_block(c, out, bytes, root);
+  const bool counted = !all.is_uniform();  // scatterv
+  if (r != root) return recv_block(c, out, bytes, root, counted);
   Requests rs(c);
   for (int i = 0; i < n; ++i)
-    if (i != root && all.size(i)) rs.add(isend(c, at(in, all.offset(i)), all.size(i), i, kScatter));
+    if (i != root && (all.size(i) || counted))
+      rs.add(isend(c, at(in, all.offset(i)), all.size(i), i, kScatter));
   copy_bytes(out, at(in, all.offset(root)), all.size(root));
   rs.wait_all();
 }
@@ -50,7 +53,7 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
   if (vr == 0) {
     for (int j = 0; j < n; ++j) sizes[static_cast<std::size_t>(j)] = all.size(abs_rank(j, root, n));
   } else {
-    if (sz == 1) return recv_block(c, out, bytes, parent);  // a leaf: straight to `out`
+    if (sz == 1) return recv_block(c, out, bytes, parent, !sizes_known);  // a leaf: to `out`
     if (!sizes_known) recv(c, sizes.data(), sizes.size() * sizeof(std::uint64_t), parent, kSizes);
     std::size_t total = 0;
     for (std::uint64_t s : sizes) total += s;
@@ -74,7 +77,7 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
       rs.add(
           isend(c, &sizes[a], static_cast<std::size_t>(k) * sizeof(std::uint64_t), dest, kSizes));
     const std::size_t len = off[a + static_cast<std::size_t>(k)] - off[a];
-    if (!len) continue;
+    if (!len && (sizes_known || k > 1)) continue;  // scatterv: an empty leaf's block still goes
     if (vr != 0) {
       rs.add(isend(c, held.data() + off[a], len, dest, kScatter));
     } else if (dest + k <= n && all.contiguous(dest, dest + k)) {
@@ -99,6 +102,7 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
   if (sizes[0] > bytes)
     throw block_too_long("scatterv", parent, bytes,
                          "it has " + std::to_string(sizes[0]) + " bytes");
+  if (sizes[0] < bytes) throw block_too_short("scatterv", parent, bytes, sizes[0]);
 }
 
 }  // namespace rmp::coll
