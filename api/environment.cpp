@@ -135,6 +135,7 @@ Environment::~Environment() {
   if (!p.initialized || p.finalized) return;
   try {
     detail::Engine& e = *p.engine;
+    e.set_waiting_for("finalizing");
     using Clock = std::chrono::steady_clock;
     // Deliver what is still in flight (detached requests included), bounded in time. A
     // notice after a few seconds names what is still waiting for a receive (an erroneous
@@ -187,7 +188,8 @@ Environment::~Environment() {
     const auto& stats = p.context->settings().stats;
     if (!stats.empty() && stats != "0") p.context->report_stats();
   } catch (const std::exception& ex) {
-    std::fprintf(stderr, "rmp[%d] finalize: %s\n", p.context ? p.context->rank() : -1, ex.what());
+    // A destructor cannot throw: said as a warning, which RMP_LOG=off silences (DESIGN §6).
+    rt::log_warn(std::string("finalize: ") + ex.what());
   }
   p.finalized = true;
   p.world = Comm();
@@ -212,7 +214,7 @@ double wtime() {
 void abort(int code, std::string_view why) {
   api::Process& p = api::process();
   if (p.context && !p.finalized) p.context->bootstrap().abort(code, why);
-  std::fprintf(stderr, "rmp: abort(%d): %.*s\n", code, static_cast<int>(why.size()), why.data());
+  rt::log_warn("abort(" + std::to_string(code) + "): " + std::string(why));
   std::fflush(stderr);
   ::_exit(wire::abort_exit_status(code));
 }

@@ -192,8 +192,11 @@ public:
 
   int progress();
   // Errc::peer_failed naming the failed rank when the launcher has reported one; `doing` says
-  // what this rank was doing ("waiting in a blocking call").
-  void throw_if_peer_failed(const char* doing = "waiting in a blocking call");
+  // what this rank was doing (nullptr: waiting_for(), "waiting in a blocking call").
+  void throw_if_peer_failed(const char* doing = nullptr);
+  // What a blocking wait is said to be doing when a peer fails: finalize's waits are not the
+  // application's blocking calls. A static string.
+  void set_waiting_for(const char* doing) { waiting_for_ = doing; }
   // The same, from a test loop: asks every 256th call only.
   void throw_if_peer_failed_while_testing();
   // Runs progress until done() holds, spinning then yielding per the wait policy. done() is
@@ -407,6 +410,7 @@ private:
   // Incomplete tests since start (test loops ask for a peer failure every 256th); atomic:
   // test_all counts without the engine's lock.
   std::atomic<std::uint32_t> tests_incomplete_{0};
+  const char* waiting_for_ = "waiting in a blocking call";  // set_waiting_for()
 };
 
 }  // namespace rmp::detail
