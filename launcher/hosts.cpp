@@ -2,11 +2,13 @@
 #include "launcher/hosts.hpp"
 
 #include <unistd.h>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 #include "launcher/errors.hpp"
 
@@ -105,13 +107,19 @@ std::string this_host_name() {
   return buf;
 }
 
-bool is_this_node(std::string_view name) {
+// Host names are compared without case, as DNS compares them (LOCALHOST, Node7).
+bool is_this_node(std::string_view given) {
+  std::string lower(given);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string_view name(lower);
   if (name == "localhost" || name == "localhost.localdomain" || name == "::1" ||
       name.starts_with("127.")) {
     return true;
   }
   char buf[HOST_NAME_MAX + 1] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return false;
+  for (char* p = buf; *p != '\0'; ++p)
+    *p = static_cast<char>(std::tolower(static_cast<unsigned char>(*p)));
   const std::string_view self(buf);
   if (name == self) return true;
   // "node7" and "node7.cluster" are the same machine; "node7.a" and "node7.b" may not be.

@@ -417,7 +417,16 @@ private:
     while ((n = ::read(exec_status.read.get(), &e, sizeof(e))) < 0 && errno == EINTR) {
     }
     if (n == static_cast<ssize_t>(sizeof(e))) {
-      fail(127, "cannot execute '" + spec_.command[0] + "': " + std::strerror(e));
+      std::string why = std::strerror(e);
+      // ENOENT for a file that is there: what it needs to run is missing (bash: "required
+      // file not found").
+      const std::string& program = spec_.command[0];
+      if (e == ENOENT && program.find('/') != std::string::npos &&
+          ::access(program.c_str(), F_OK) == 0)
+        why +=
+            " (the file is there: the interpreter its #! line names, or the loader it needs, "
+            "is not)";
+      fail(127, "cannot execute '" + program + "': " + why);
     }
   }
 

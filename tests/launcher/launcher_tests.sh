@@ -150,6 +150,13 @@ cannot_execute)
   run "$RLAUNCH" -n 2 /nonexistent/program
   expect_rc 127
   expect_err "rlaunch: cannot execute '/nonexistent/program': No such file or directory"
+  expect_no_out "the file is there"
+  # A script whose #! interpreter is missing: the file is there, what it needs is not.
+  printf '#!/nonexistent/interpreter\necho never\n' >"$WORK/script.sh"
+  chmod +x "$WORK/script.sh"
+  run "$RLAUNCH" -n 2 "$WORK/script.sh"
+  expect_rc 127
+  expect_err "No such file or directory (the file is there: the interpreter its #! line names"
   ;;
 
 sigint)  # SIGINT reaches every rank; rlaunch exits 130 whatever the ranks do with it

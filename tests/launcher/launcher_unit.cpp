@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <cctype>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -143,6 +144,11 @@ TEST(Hosts, ThisNode_LocalNamesOnly) {
   ASSERT_EQ(::gethostname(name, sizeof(name) - 1), 0);
   EXPECT_TRUE(is_this_node(name));
   EXPECT_FALSE(is_this_node("surely-another-host.invalid"));
+  // Without case, as DNS compares names.
+  EXPECT_TRUE(is_this_node("LOCALHOST"));
+  std::string upper(name);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  EXPECT_TRUE(is_this_node(upper));
 }
 
 TEST(Hosts, SlotsBoundRanks_AndGiveTheDefault) {
