@@ -129,21 +129,30 @@ inline void sendrecv(const CommImpl& c, const void* sbuf, std::size_t sbytes, in
   rs.wait_all();
 }
 
+// Where a block came from: "the block from rank 3", or for `ranks` > 1 blocks that a tree's
+// subtree brings together, "the blocks from rank 3's subtree of 2 ranks".
+inline std::string block_source(int from, int ranks = 1) {
+  if (ranks <= 1) return "the block from rank " + std::to_string(from);
+  return "the blocks from rank " + std::to_string(from) + "'s subtree of " + std::to_string(ranks) +
+         " ranks";
+}
+
 // A block from rank `from` longer than this rank's count for it allows (`room` bytes): counts
 // that disagree between ranks, which only the block's sender knows (scatterv's root, an
 // alltoallv sender). `detail` says how long it was (a truncated receive's own message).
-inline Error block_too_long(const char* call, int from, std::size_t room,
-                            const std::string& detail) {
-  return Error(Errc::truncate, std::string(call) + ": the block from rank " + std::to_string(from) +
+inline Error block_too_long(const char* call, int from, std::size_t room, const std::string& detail,
+                            int ranks = 1) {
+  return Error(Errc::truncate, std::string(call) + ": " + block_source(from, ranks) +
                                    " is longer than the receive count " + "allows (" +
                                    std::to_string(room) + " bytes): " + detail);
 }
 
 // A block from rank `from` shorter than this rank's count for it (`expected` bytes): counts
 // that disagree, as block_too_long, but no message was too long for its receive.
-inline Error block_too_short(const char* call, int from, std::size_t expected, std::size_t got) {
-  return Error(Errc::invalid_count, std::string(call) + ": counts: the block from rank " +
-                                        std::to_string(from) + " has " + std::to_string(got) +
+inline Error block_too_short(const char* call, int from, std::size_t expected, std::size_t got,
+                             int ranks = 1) {
+  return Error(Errc::invalid_count, std::string(call) + ": counts: " + block_source(from, ranks) +
+                                        " has " + std::to_string(got) +
                                         " bytes where this rank's count says " +
                                         std::to_string(expected) + " (did the ranks call " + call +
                                         " with different counts? RMP_COLL_CHECK=1 compares every "
@@ -157,19 +166,20 @@ inline Error block_too_short(const char* call, int from, std::size_t expected, s
 class BlockCheck {
 public:
   explicit BlockCheck(const char* call) : call_(call) {}
-  void received(int from, std::size_t expected, std::size_t got) {
-    if (got < expected && !first_) first_ = block_too_short(call_, from, expected, got);
+  // `ranks`: the blocks of that many ranks, in one message (a tree's subtree).
+  void received(int from, std::size_t expected, std::size_t got, int ranks = 1) {
+    if (got < expected && !first_) first_ = block_too_short(call_, from, expected, got, ranks);
   }
-  void too_long(int from, std::size_t room, const std::string& detail) {
-    if (!first_) first_ = block_too_long(call_, from, room, detail);
+  void too_long(int from, std::size_t room, const std::string& detail, int ranks = 1) {
+    if (!first_) first_ = block_too_long(call_, from, room, detail, ranks);
   }
   // Waits for the oldest of rs, a receive of `expected` bytes from `from`.
-  void wait_front(Requests& rs, int from, std::size_t expected) {
+  void wait_front(Requests& rs, int from, std::size_t expected, int ranks = 1) {
     try {
-      received(from, expected, rs.wait_front().bytes);
+      received(from, expected, rs.wait_front().bytes, ranks);
     } catch (const Error& err) {
       if (err.code() != Errc::truncate) throw;
-      too_long(from, expected, err.what());
+      too_long(from, expected, err.what(), ranks);
     }
   }
   void throw_first() const {

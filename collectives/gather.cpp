@@ -21,15 +21,14 @@ void gather_linear(const CommImpl& c, const void* in, std::size_t bytes, void* o
     return;
   }
   Requests rs(c);
-  std::vector<int> from;
-  for (int i = 0; i < n; ++i) {
-    if (i == root || (!all.size(i) && !counted)) continue;
-    rs.add(irecv(c, at(out, all.offset(i)), all.size(i), i, kGather));
-    from.push_back(i);
-  }
+  const auto receives = [&](int i) { return i != root && (all.size(i) || counted); };
+  for (int i = 0; i < n; ++i)
+    if (receives(i)) rs.add(irecv(c, at(out, all.offset(i)), all.size(i), i, kGather));
   if (in) copy_bytes(at(out, all.offset(root)), in, all.size(root));
+  if (!counted) return rs.wait_all();
   BlockCheck check("gatherv");
-  for (const int i : from) check.wait_front(rs, i, all.size(i));
+  for (int i = 0; i < n; ++i)
+    if (receives(i)) check.wait_front(rs, i, all.size(i));
   check.throw_first();
 }
 
@@ -49,28 +48,31 @@ void gather_binomial(const CommImpl& c, const void* in, std::size_t bytes, void*
     // checked against the root's counts (gather_linear).
     std::vector<std::vector<std::byte>> staged(children.size());
     Requests rs(c);
-    std::vector<std::pair<int, std::size_t>> expected;  // per receive: the child, its bytes
-    for (std::size_t i = 0; i < children.size(); ++i) {
+    // The bytes of child i's subtree; true when they go straight into `out`.
+    const auto subtree = [&](std::size_t i) -> std::pair<std::size_t, bool> {
       const int a = abs_rank(children[i], root, n), k = subtree_size(children[i], n);
-      if (a + k <= n && all.contiguous(a, a + k)) {
-        if (const std::size_t len = all.bytes(a, a + k); len || !sizes_known) {
-          rs.add(irecv(c, at(out, all.offset(a)), len, a, kGather));
-          expected.emplace_back(a, len);
-        }
-        continue;
-      }
+      if (a + k <= n && all.contiguous(a, a + k)) return {all.bytes(a, a + k), true};
       std::size_t total = 0;
       for (int j = 0; j < k; ++j) total += all.size(abs_rank(children[i] + j, root, n));
-      staged[i].resize(total);
-      if (total || !sizes_known) {
-        rs.add(irecv(c, staged[i].data(), total, a, kGather));
-        expected.emplace_back(a, total);
-      }
+      return {total, false};
+    };
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      const auto [len, direct] = subtree(i);
+      const int a = abs_rank(children[i], root, n);
+      if (!direct) staged[i].resize(len);
+      if (len || !sizes_known)
+        rs.add(irecv(c, direct ? at(out, all.offset(a)) : staged[i].data(), len, a, kGather));
     }
     if (in) copy_bytes(at(out, all.offset(root)), in, all.size(root));
-    BlockCheck check("gatherv");
-    for (const auto& [a, len] : expected) check.wait_front(rs, a, len);
-    check.throw_first();
+    if (sizes_known) {
+      rs.wait_all();
+    } else {
+      BlockCheck check("gatherv");
+      for (std::size_t i = 0; i < children.size(); ++i)
+        check.wait_front(rs, abs_rank(children[i], root, n), subtree(i).first,
+                         subtree_size(children[i], n));
+      check.throw_first();
+    }
     for (std::size_t i = 0; i < children.size(); ++i) {
       const std::byte* p = staged[i].data();
       if (staged[i].empty()) continue;

@@ -438,7 +438,11 @@ private:
         OutputPipe{std::move(fd), LineForwarder(sink, std::move(prefix))});
     OutputPipe* p = pipe.get();
     outputs_.emplace(raw, std::move(pipe));
-    loop_.add(raw, EPOLLIN, [this, p](std::uint32_t) { read_output(*p, false); });
+    watch_output(*p);
+  }
+
+  void watch_output(OutputPipe& p) {
+    loop_.add(p.fd.get(), EPOLLIN, [this, &p](std::uint32_t) { read_output(p, false); });
   }
 
   // ---- I/O -------------------------------------------------------------------------------
@@ -481,13 +485,15 @@ private:
   }
 
   // Its reader lags (kHighWater queued): stop reading the ranks' pipes of this stream, so they
-  // wait in write() as in any pipeline, until the queue has drained to a quarter.
+  // wait in write() as in any pipeline, until the queue has drained to a quarter. The pipes
+  // leave the loop meanwhile: with no events asked for, epoll still reports a pipe whose
+  // writer has gone (EPOLLHUP), and its handler ran again at every wait.
   void hold_outputs(OutputSink& sink) {
     Flow& f = flow(sink);
     if (f.held || sink.poll_fd() < 0) return;
     f.held = true;
     for (const auto& [fd, pipe] : outputs_)
-      if (&pipe->forwarder.sink() == &sink) loop_.modify(fd, 0);
+      if (&pipe->forwarder.sink() == &sink) loop_.remove(fd);
     loop_.add(sink.poll_fd(), EPOLLOUT, [this, &sink](std::uint32_t) {
       sink.flush();
       if (sink.queued() <= OutputSink::kHighWater / 4) release_outputs(sink);
@@ -500,16 +506,22 @@ private:
     f.held = false;
     loop_.remove(sink.poll_fd());
     for (const auto& [fd, pipe] : outputs_)
-      if (&pipe->forwarder.sink() == &sink) loop_.modify(fd, EPOLLIN);
+      if (&pipe->forwarder.sink() == &sink) watch_output(*pipe);
   }
 
-  // Writes what is queued, waiting for the reader; SIGINT, SIGTERM, SIGHUP or SIGQUIT
-  // meanwhile drop the rest.
+  // Writes what is queued, waiting for the reader. SIGINT, SIGTERM, SIGHUP or SIGQUIT once the
+  // ranks are gone (a second one, if one stopped the job) drop the rest, and all output after.
   void drain(OutputSink& sink) {
-    sink.drain(signals_.fd(), [this] {
-      on_signals();
-      return interrupted_after_;
-    });
+    if (!interrupted_after_) {
+      sink.drain(signals_.fd(), [this] {
+        on_signals();
+        return interrupted_after_;
+      });
+    }
+    if (interrupted_after_) {
+      sink.flush();  // what the reader takes now still goes
+      sink.discard();
+    }
   }
 
   // A write to the sink failed. EPIPE (`rlaunch … | head`): the ranks' pipes of that stream
@@ -590,10 +602,11 @@ private:
     while (!outputs_.empty()) read_output(*outputs_.begin()->second, true);
     for (OutputSink* sink : {&stdout_, &stderr_}) {
       release_outputs(*sink);
-      drain(*sink);
+      check_sink(*sink);
     }
-    check_sink(stdout_);
-    check_sink(stderr_);
+    drain(stdout_);
+    check_sink(stdout_);  // (says so on stderr)
+    drain(stderr_);
     if (stdin_pipe_) close_stdin_forwarding();
     kvs_.reset();
   }
@@ -638,11 +651,19 @@ private:
   }
 
   // Ctrl-Z: the ranks stop (SIGSTOP: a rank that ignores SIGTSTP must not run on alone), then
-  // rlaunch; SIGCONT from the shell's fg or bg continues rlaunch, which passes it on
-  // (on_signals). Deadlines count on meanwhile: a --timeout that passed ends the job at once.
+  // rlaunch, by SIGTSTP's own default action: unblocked for a moment, it stops rlaunch as it
+  // would any program, and nothing at all where no shell does job control (an orphaned process
+  // group: SIGSTOP there would stop the job for good). Once rlaunch runs again (fg, bg) the
+  // ranks continue. Deadlines count on meanwhile: a --timeout that passed ends the job at once.
   void suspend() {
     signal_running(SIGSTOP);
-    ::kill(::getpid(), SIGSTOP);
+    sigset_t tstp;
+    sigemptyset(&tstp);
+    sigaddset(&tstp, SIGTSTP);
+    ::kill(::getpid(), SIGTSTP);  // pending while blocked; delivered as it is unblocked
+    ::sigprocmask(SIG_UNBLOCK, &tstp, nullptr);
+    ::sigprocmask(SIG_BLOCK, &tstp, nullptr);
+    signal_running(SIGCONT);
   }
 
   // The ranks still running, as mpirun passes SIGUSR1 and SIGUSR2 on: the rank's process

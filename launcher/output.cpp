@@ -81,7 +81,7 @@ bool OutputSink::flush() {
 }
 
 void OutputSink::write(std::string_view data, const void* from) {
-  if (error_ != 0 || data.empty()) return;
+  if (error_ != 0 || discarded_ || data.empty()) return;
   if (mid_line_ != nullptr && mid_line_ != from) queue_ += '\n';
   mid_line_ = data.back() == '\n' ? nullptr : from;
   queue_.append(data);
@@ -92,11 +92,7 @@ void OutputSink::drain(int interrupt_fd, const std::function<bool()>& interrupte
   while (!flush()) {
     pollfd fds[2] = {{fd_, POLLOUT, 0}, {interrupt_fd, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
-    if ((fds[1].revents & POLLIN) != 0 && interrupted()) {
-      queue_.clear();
-      sent_ = 0;
-      return;
-    }
+    if ((fds[1].revents & POLLIN) != 0 && interrupted()) return discard();
   }
 }
 

@@ -44,6 +44,12 @@ public:
   // Writes everything queued, waiting for the destination as long as it takes, unless
   // `interrupt_fd` becomes readable and interrupted() then says so (the rest is dropped).
   void drain(int interrupt_fd, const std::function<bool()>& interrupted);
+  // Drops what is queued, and all output from now on.
+  void discard() {
+    queue_.clear();
+    sent_ = 0;
+    discarded_ = true;
+  }
   std::size_t queued() const { return queue_.size() - sent_; }
   // The descriptor to wait on for room (EPOLLOUT), or -1 where writes never wait (a file).
   int poll_fd() const { return mode_ == Mode::direct ? -1 : fd_; }
@@ -64,6 +70,7 @@ private:
   std::size_t sent_ = 0;
   const void* mid_line_ = nullptr;  // the writer whose line the last byte left unfinished
   int error_ = 0;
+  bool discarded_ = false;
 };
 
 class LineForwarder {

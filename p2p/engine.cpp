@@ -926,7 +926,7 @@ struct Engine::ProgressThread {
 
 void Engine::throw_if_peer_failed(const char* doing) {
   if (const rt::PeerFailure* f = ctx_.peer_failure()) {
-    if (doing == nullptr) doing = waiting_for_;
+    if (doing == nullptr) doing = waiting_for_.load(std::memory_order_relaxed);
     throw Error(Errc::peer_failed, "rank " + std::to_string(ctx_.rank()) + " was " + doing +
                                        " when rank " + std::to_string(f->rank) + " failed (" +
                                        f->message + ")");

@@ -196,7 +196,7 @@ public:
   void throw_if_peer_failed(const char* doing = nullptr);
   // What a blocking wait is said to be doing when a peer fails: finalize's waits are not the
   // application's blocking calls. A static string.
-  void set_waiting_for(const char* doing) { waiting_for_ = doing; }
+  void set_waiting_for(const char* doing) { waiting_for_.store(doing, std::memory_order_relaxed); }
   // The same, from a test loop: asks every 256th call only.
   void throw_if_peer_failed_while_testing();
   // Runs progress until done() holds, spinning then yielding per the wait policy. done() is
@@ -410,7 +410,7 @@ private:
   // Incomplete tests since start (test loops ask for a peer failure every 256th); atomic:
   // test_all counts without the engine's lock.
   std::atomic<std::uint32_t> tests_incomplete_{0};
-  const char* waiting_for_ = "waiting in a blocking call";  // set_waiting_for()
+  std::atomic<const char*> waiting_for_{"waiting in a blocking call"};  // set_waiting_for()
 };
 
 }  // namespace rmp::detail

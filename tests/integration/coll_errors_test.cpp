@@ -112,8 +112,8 @@ TEST(CollErrors, VCountsDifferByAnEmptyBlock_ErrorThenTheNextCallIsRight) {
       const std::size_t mine = me == odd ? at_odd : 1;
       if (me == 0) {
         expect_error([&] { d.gatherv(&in, mine, out.data(), counts, displs, 0); },
-                     zero_at_0 ? Errc::truncate : Errc::invalid_count,
-                     {"gatherv", "the block from rank "}, "gatherv" + how);
+                     zero_at_0 ? Errc::truncate : Errc::invalid_count, {"gatherv", " from rank "},
+                     "gatherv" + how);
       } else {
         d.gatherv(&in, mine, out.data(), counts, displs, 0);
       }

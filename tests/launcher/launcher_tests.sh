@@ -612,35 +612,46 @@ bootstrap_outside_launcher)  # singleton without variables; an error naming what
   ;;
 
 partial_line)  # an untagged last line without a newline is ended before another rank's output
-  run "$RLAUNCH" -n 2 sh -c 'if [ "$RMP_RANK" = 0 ]; then printf partial; else sleep 0.5; echo whole; fi'
+  # Rank 1 writes once rank 0's stream has ended (its file says so): in either order of the
+  # two, no line joins them.
+  run "$RLAUNCH" -n 2 sh -c 'if [ "$RMP_RANK" = 0 ]; then printf partial; exec >&-; touch "$1/p0"
+    else for _ in $(seq 100); do [ -e "$1/p0" ] && break; sleep 0.05; done; echo whole; fi' sh "$WORK"
   expect_rc 0
-  printf 'partial\nwhole\n' | cmp -s - "$OUT" || fail "a rank's unfinished line joined another's"
+  [ "$(sort "$OUT")" = "$(printf 'partial\nwhole')" ] || fail "a rank's unfinished line joined another's"
   ;;
 
 slow_reader)  # a reader that lags holds up the ranks' writes, never rlaunch: --timeout and SIGTERM act at once
+  ranks_of_test() {  # the job's processes but rlaunch (and the timeout around it)
+    for p in $(pgrep -f -- "$TAG"); do
+      case "$(cat "/proc/$p/comm" 2>/dev/null)" in rlaunch | timeout | "") ;; *) echo "$p" ;; esac
+    done
+  }
   for how in timeout sigterm; do
     args=()
     [ "$how" = timeout ] && args=(--timeout 1)
+    want="rlaunch: job timed out after 1 s"
+    [ "$how" = sigterm ] && want="rlaunch: caught SIGTERM, stopping 2 rank(s)"
     start=$(date +%s%N)
-    (timeout -k 5 30 "$RLAUNCH" "${args[@]}" -n 2 sh -c "yes | head -c 20000000; sleep 30; : $TAG" \
-      2>"$ERR" </dev/null | (sleep 5; cat >/dev/null)) &
+    (timeout -k 5 60 "$RLAUNCH" "${args[@]}" -n 2 sh -c "yes | head -c 20000000; sleep 30; : $TAG" \
+      2>"$ERR" </dev/null | (sleep 15; cat >/dev/null)) &
     job=$!
-    sleep 1
+    for _ in $(seq 200); do [ -n "$(ranks_of_test)" ] && break; sleep 0.05; done
     if [ "$how" = sigterm ]; then
+      sleep 0.5  # the ranks fill their pipes and rlaunch's queue meanwhile
       for p in $(pgrep -f -- "$TAG"); do
         [ "$(cat "/proc/$p/comm" 2>/dev/null)" = rlaunch ] && kill -TERM "$p"
       done
     fi
-    sleep 1.5  # the reader is still asleep: rlaunch must have acted without it
-    [ "$how" = timeout ] && expect_err "rlaunch: job timed out after 1 s"
-    [ "$how" = sigterm ] && expect_err "rlaunch: caught SIGTERM, stopping 2 rank(s)"
-    for p in $(pgrep -f -- "$TAG"); do
-      case "$(cat "/proc/$p/comm" 2>/dev/null)" in rlaunch | timeout | "") continue ;; esac
-      fail "$how: rank process $p still running while the reader lags"
+    # The reader sleeps 15 s: rlaunch must act, and the ranks end, well before it wakes.
+    for _ in $(seq 200); do
+      grep -qF -- "$want" "$ERR" && [ -z "$(ranks_of_test)" ] && break
+      sleep 0.05
     done
-    wait "$job"  # rlaunch itself ends once the reader has taken what was queued
     ELAPSED=$(( ($(date +%s%N) - start) / 1000000 ))
-    expect_faster_than 15000
+    grep -qF -- "$want" "$ERR" || fail "$how: rlaunch did not act while the reader lagged"
+    [ -z "$(ranks_of_test)" ] || fail "$how: ranks still running while the reader lags: $(ranks_of_test)"
+    expect_faster_than 14000  # checked before the reader woke up
+    wait "$job"  # rlaunch itself ends once the reader has taken what was queued
   done
   expect_no_survivors
   ;;
