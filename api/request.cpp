@@ -15,8 +15,9 @@ detail::Engine& engine_of(detail::RequestState* s) { return *s->engine; }
 Error finalized_error(const char* call) {
   return Error(Errc::invalid_comm,
                std::string(call) +
-                   ": rmp is finalized; a request was still pending then and its operation never "
-                   "completed (wait for requests before the Environment ends)");
+                   ": rmp is finalized; this request was still active then, and its status went "
+                   "with rmp (finalize delivers sends still in flight; a receive is not "
+                   "completed): wait for requests before the Environment ends");
 }
 [[noreturn, gnu::cold]] void throw_finalized(detail::RequestState*& state, const char* call) {
   state = nullptr;
