@@ -6,20 +6,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "collectives/algorithms.hpp"
 
 namespace rmp::coll {
-namespace {
-
-Error block_too_long(int from, std::size_t got, std::size_t room) {
-  return coll::block_too_long("alltoallv", from, room, "it has " + std::to_string(got) + " bytes");
-}
-
-}  // namespace
 
 void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void* out,
                        const Layout& rl) {
@@ -38,10 +30,7 @@ void alltoall_pairwise(const CommImpl& c, const void* in, const Layout& sl, void
   // In alltoallv every block goes as a message, empty ones too, so a shorter block is found
   // as well (sendrecv_counted).
   BlockCheck check("alltoallv");
-  if (sl.size(r) > rl.size(r)) {
-    check.too_long(r, rl.size(r), "it has " + std::to_string(sl.size(r)) + " bytes");
-  }
-  check.received(r, rl.size(r), sl.size(r));
+  check.arrived(r, rl.size(r), sl.size(r));
   copy_bytes(at(out, rl.offset(r)), at(in, sl.offset(r)), std::min(sl.size(r), rl.size(r)));
   const bool counted = !sl.is_uniform();
   for (int k = 1; k < n; ++k) {
@@ -109,16 +98,13 @@ void alltoall_bruck(const CommImpl& c, const void* in, const Layout& sl, void* o
   }
   // A block longer than its receive count fills its place with its first bytes and is
   // reported after the others are in theirs; one shorter than it is reported too.
-  std::optional<Error> truncated;
+  BlockCheck check("alltoallv");
   for (int j = 0; j < n; ++j) {
     const int from = (r - j + n) % n;
-    if (pos[j].bytes > rl.size(from) && !truncated)
-      truncated = block_too_long(from, pos[j].bytes, rl.size(from));
-    if (pos[j].bytes < rl.size(from) && !truncated)
-      truncated = block_too_short("alltoallv", from, rl.size(from), pos[j].bytes);
+    check.arrived(from, rl.size(from), pos[j].bytes);
     copy_bytes(at(out, rl.offset(from)), pos[j].data, std::min(pos[j].bytes, rl.size(from)));
   }
-  if (truncated) throw *truncated;
+  check.throw_first();
 }
 
 }  // namespace rmp::coll

@@ -166,17 +166,22 @@ inline Error block_too_short(const char* call, int from, std::size_t expected, s
 class BlockCheck {
 public:
   explicit BlockCheck(const char* call) : call_(call) {}
-  // `ranks`: the blocks of that many ranks, in one message (a tree's subtree).
-  void received(int from, std::size_t expected, std::size_t got, int ranks = 1) {
+  // A block whose size this rank knows without receiving it (its own, or one a header
+  // announced), against this rank's count for it. `ranks`: the blocks of that many ranks, in
+  // one message (a tree's subtree).
+  void arrived(int from, std::size_t expected, std::size_t got, int ranks = 1) {
+    if (got > expected)
+      return too_long(from, expected, "it has " + std::to_string(got) + " bytes", ranks);
     if (got < expected && !first_) first_ = block_too_short(call_, from, expected, got, ranks);
   }
+  // A receive that threw truncate (`detail`: its message).
   void too_long(int from, std::size_t room, const std::string& detail, int ranks = 1) {
     if (!first_) first_ = block_too_long(call_, from, room, detail, ranks);
   }
   // Waits for the oldest of rs, a receive of `expected` bytes from `from`.
   void wait_front(Requests& rs, int from, std::size_t expected, int ranks = 1) {
     try {
-      received(from, expected, rs.wait_front().bytes, ranks);
+      arrived(from, expected, rs.wait_front().bytes, ranks);
     } catch (const Error& err) {
       if (err.code() != Errc::truncate) throw;
       too_long(from, expected, err.what(), ranks);

@@ -99,10 +99,9 @@ void scatter_binomial(const CommImpl& c, const void* in, const Layout& all, void
   copy_bytes(out, vr == 0 ? at(in, all.offset(root)) : held.data(),
              std::min<std::size_t>(sizes[0], bytes));
   rs.wait_all();
-  if (sizes[0] > bytes)
-    throw block_too_long("scatterv", parent, bytes,
-                         "it has " + std::to_string(sizes[0]) + " bytes");
-  if (sizes[0] < bytes) throw block_too_short("scatterv", parent, bytes, sizes[0]);
+  BlockCheck check("scatterv");
+  check.arrived(parent, bytes, sizes[0]);
+  check.throw_first();
 }
 
 }  // namespace rmp::coll

@@ -36,6 +36,12 @@ std::string_view trim(std::string_view s) {
 
 std::string_view short_name(std::string_view name) { return name.substr(0, name.find('.')); }
 
+std::string lowered(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
 }  // namespace
 
 std::vector<HostSlots> parse_hosts_option(std::string_view text) {
@@ -109,8 +115,7 @@ std::string this_host_name() {
 
 // Host names are compared without case, as DNS compares them (LOCALHOST, Node7).
 bool is_this_node(std::string_view given) {
-  std::string lower(given);
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string lower = lowered(given);
   const std::string_view name(lower);
   if (name == "localhost" || name == "localhost.localdomain" || name == "::1" ||
       name.starts_with("127.")) {
@@ -118,9 +123,8 @@ bool is_this_node(std::string_view given) {
   }
   char buf[HOST_NAME_MAX + 1] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return false;
-  for (char* p = buf; *p != '\0'; ++p)
-    *p = static_cast<char>(std::tolower(static_cast<unsigned char>(*p)));
-  const std::string_view self(buf);
+  const std::string self_lower = lowered(buf);
+  const std::string_view self(self_lower);
   if (name == self) return true;
   // "node7" and "node7.cluster" are the same machine; "node7.a" and "node7.b" may not be.
   const bool name_is_short = name.find('.') == std::string_view::npos;

@@ -483,6 +483,13 @@ private:
   const char* name_of(const OutputSink& sink) const {
     return &sink == &stdout_ ? "standard output" : "standard error";
   }
+  // The ranks' pipes forwarded to it (their descriptors: a caller may close them).
+  std::vector<int> pipes_of(const OutputSink& sink) const {
+    std::vector<int> fds;
+    for (const auto& [fd, pipe] : outputs_)
+      if (&pipe->forwarder.sink() == &sink) fds.push_back(fd);
+    return fds;
+  }
 
   // Its reader lags (kHighWater queued): stop reading the ranks' pipes of this stream, so they
   // wait in write() as in any pipeline, until the queue has drained to a quarter. The pipes
@@ -492,8 +499,7 @@ private:
     Flow& f = flow(sink);
     if (f.held || sink.poll_fd() < 0) return;
     f.held = true;
-    for (const auto& [fd, pipe] : outputs_)
-      if (&pipe->forwarder.sink() == &sink) loop_.remove(fd);
+    for (const int fd : pipes_of(sink)) loop_.remove(fd);
     loop_.add(sink.poll_fd(), EPOLLOUT, [this, &sink](std::uint32_t) {
       sink.flush();
       if (sink.queued() <= OutputSink::kHighWater / 4) release_outputs(sink);
@@ -505,8 +511,7 @@ private:
     if (!f.held) return;
     f.held = false;
     loop_.remove(sink.poll_fd());
-    for (const auto& [fd, pipe] : outputs_)
-      if (&pipe->forwarder.sink() == &sink) watch_output(*pipe);
+    for (const int fd : pipes_of(sink)) watch_output(*outputs_.at(fd));
   }
 
   // Writes what is queued, waiting for the reader. SIGINT, SIGTERM, SIGHUP or SIGQUIT once the
@@ -540,10 +545,7 @@ private:
           "; the ranks' output to it is lost");
       return;
     }
-    std::vector<int> cut;
-    for (const auto& [fd, pipe] : outputs_)
-      if (&pipe->forwarder.sink() == &sink) cut.push_back(fd);
-    for (const int fd : cut) {
+    for (const int fd : pipes_of(sink)) {
       loop_.remove(fd);
       outputs_.erase(fd);
     }
