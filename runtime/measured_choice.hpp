@@ -67,12 +67,23 @@ public:
     // measured then kept cached stores (3.5-5.5 us against 2.0-3.0) for ~2000 payloads, 40-80 %
     // of a benchmark's run.
     std::uint32_t far_bursts = 0;
-    // The mode held for uses that start after every mode's warm-up has started but before any
-    // use has ended (-1: the last mode started, not held). A window of gets starts all of them
-    // at once: without a measurement the rest of the window went to the last mode, at 4 MiB
-    // the slowest by half (64 gets, the split copy's 16 GB/s against streaming stores' 7.8).
-    // Held, it stays until another beats it as a held mode is beaten: slow first uses of it
-    // (page faults in a new buffer) made way for a mode half as fast for the next window.
+    // The mode held for uses that start after every mode's warm-up has started but before
+    // every mode has a measurement (-1: the last mode started, not held; not with
+    // warm_from_neighbour). A window of gets starts all of them at once: without a measurement
+    // the rest of the window went to the last mode, at 4 MiB the slowest by half (64 gets, the
+    // split copy's 16 GB/s against streaming stores' 7.8). Held, it stays until another beats
+    // it as a held mode is beaten: slow first uses of it (page faults in a new buffer) made way
+    // for a mode half as fast for the next window.
+    // Not only before any use has ended: a window's first few gets may end before the others
+    // start (a window of eager sends of 64 KiB under RMP_TUNE=adaptive, its last four gone by
+    // rendezvous as the receiver's eager credit ran out). The warm-up's first mode was then the
+    // only one measured when the next window began, and served the rest of it; the split
+    // copy's warm-up in that window, four gets waiting for an owner still posting its sends,
+    // ran at 15 us a get, 11x slower than it runs held (1.3), so it was re-measured only at
+    // its turn, ~700 gets in, and the chunks served until then at half its speed (cores far
+    // apart: such runs at 13-24 GB/s where always-rendezvous ran at 32-37). The hold ends at
+    // the latest once the initial mode has had a window's uses (kInitialHoldUses) past the
+    // warm-up, so that a mode whose uses go unrecorded does not keep it for ever.
     int initial = -1;
     // Whether rates are compared only as measured in like conditions: another mode takes
     // over from the held one only if it was faster than the held mode when it was measured
@@ -143,7 +154,7 @@ public:
       last = m;
       if (b.samples[m] > 0 && (best < 0 || score(b, m) > score(b, best))) best = m;
     }
-    if (best < 0) {  // nothing measured yet
+    if (best < 0 || holds_initial(b)) {  // nothing measured yet, or not every mode
       if (pace_.initial < 0 || !enabled(pace_.initial)) return last;
       // The initial mode is held from here: another takes over as from a held one, first
       // judged on the rates the warm-up measured as they are (provisional).
@@ -372,6 +383,7 @@ public:
 
 private:
   static constexpr std::uint32_t kWarmup = 3;  // samples of each before choosing
+  static constexpr std::uint64_t kInitialHoldUses = 64;  // Pace::initial's hold, at most
   static constexpr double kWeight = 0.25;      // moving-average weight of a new sample
   // A mode whose rate is below the best's by this factor is re-measured on every
   // kFarBehindTurns-th turn only: with four copy mechanisms, bursts of the slow ones cost the
@@ -584,6 +596,21 @@ private:
   std::uint64_t next_after(const Bucket& b, int best, std::size_t bytes, std::uint64_t from) {
     if (stale(b, best) >= 0) return b.uses;
     return warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(from);
+  }
+  // Whether Pace::initial is still held (or first taken up) because a mode whose warm-up has
+  // begun has no measurement yet, within kInitialHoldUses uses past the warm-up.
+  bool holds_initial(const Bucket& b) const {
+    if (pace_.initial < 0 || !enabled(pace_.initial) || pace_.warm_from_neighbour ||
+        (b.held >= 0 && !b.provisional))
+      return false;
+    std::uint64_t warmup = 1;
+    bool waiting = false;
+    for (int m = 0; m < N; ++m) {
+      if (!enabled(m)) continue;
+      warmup += kWarmup + 1;
+      waiting = waiting || (b.started[m] > 0 && b.samples[m] == 0);
+    }
+    return waiting && b.uses <= warmup + kInitialHoldUses;
   }
   bool rejudges(int m) const { return pace_.rejudge_warmup && (pace_.rejudge_modes >> m & 1) != 0; }
   std::uint64_t soon(std::uint64_t uses) {

@@ -455,6 +455,49 @@ TEST(CopyChooser, GetsBothWays_HoldTheSingleCopyWhereItIsFastest) {
   EXPECT_GE(uses[static_cast<int>(Mode::single)], 1850);
 }
 
+// A window's first gets may end before its other gets start: under RMP_TUNE=adaptive a
+// window of eager sends of 64 KiB went its last four by rendezvous (the receiver's eager
+// credit ran out), so the warm-up's first mechanism had ended its four uses, alone, when the
+// next window started the others'. The split copy (Pace::initial for gets in a stream) is
+// still held for the rest of that window, as in a window that starts every get at once, and
+// not the one mechanism measured so far; its warm-up, four gets waiting for an owner still
+// posting its sends, ran 11x slower than it runs held, and judged on that it served nothing
+// until its turn ~700 gets later (cores far apart: 13-24 GB/s where 32-37 was the rate).
+TEST(CopyChooser, EarlyWarmUpOfOneMode_TheInitialModeIsStillHeld) {
+  const std::size_t bytes = 64 << 10;
+  CopyChooser c;
+  std::vector<int> uses(CopyChooser::kModes);
+  std::vector<Mode> window;
+  // Rates by mode: the split copy's warm-up at 4.3 GB/s, 50 once warm; the double copy 26,
+  // streaming stores 24, the single copy 13.
+  const auto rate = [&](Mode m) {
+    if (m == Mode::split) return uses[static_cast<int>(Mode::split)] <= 4 ? 4.3e9 : 50e9;
+    return FakeRates{13e9, 26e9, 0, 24e9}.of(m);
+  };
+  const auto start = [&](int n) {
+    window.clear();
+    for (int i = 0; i < n; ++i) {
+      window.push_back(c.choose(bytes));
+      ++uses[static_cast<int>(window.back())];
+    }
+  };
+  const auto end = [&] {
+    for (Mode m : window) c.record(m, bytes, static_cast<double>(bytes) / rate(m));
+  };
+  start(4);  // the trickle: one mechanism's warm-up, ended before anything else starts
+  end();
+  start(64);  // the next window: the other warm-ups, then the rest of the window
+  const auto split_after_warmup = std::count(window.begin() + 16, window.end(), Mode::split);
+  EXPECT_GE(split_after_warmup, 47) << "the rest of the window holds the initial mode";
+  end();
+  for (int w = 0; w < 20; ++w) {
+    start(64);
+    end();
+  }
+  EXPECT_GT(uses[static_cast<int>(Mode::split)], 1150)
+      << "single " << uses[0] << ", chunks " << uses[1] << ", streaming " << uses[3];
+}
+
 // The first uses of a mechanism fault pages in and find caches cold; one such use must not
 // make the faster mechanism lose for hundreds of uses after.
 TEST(CopyChooser, ColdFirstUsesDoNotHideTheFastest) {
