@@ -112,14 +112,19 @@ public:
 
   // A stream tuner's observation is a window of sends: a benchmark's bandwidth loop has tens
   // of them per size. It explores two streams in 8 and judges the second alone against the
-  // one before the burst (one stream, judged, for a first try of eager where the model starts
-  // the bucket rendezvous: post): a benchmark's run is too short for more. The first stream of a
-  // rendezvous burst pays for the transport's first gets of that size, which try each copy
-  // mechanism in turn (shm: a window of 64 gets of 16 KiB, 59 single copies, 47 through the
+  // median of the last three before the burst (one stream, judged, for a first try of eager
+  // where the model starts the bucket rendezvous: post): a benchmark's run is too short for
+  // more. Windows of one setting vary by +-20 % (64 KiB, cores far apart: 22-47 GB/s), and
+  // judged against the latest alone a 32 KiB rendezvous window, 1.27x eager's time on
+  // average (cores at mid distance), moved the bucket in 2 runs of 19. A loss at 1.15x or
+  // more waits two doublings of the period, not one (HillTuner::Pace::double_step_at): a
+  // second burst half-way through a benchmark's 27 windows cost as much as the first. The first
+  // stream of a rendezvous burst pays for the transport's first gets of that size, which try each
+  // copy mechanism in turn (shm: a window of 64 gets of 16 KiB, 59 single copies, 47 through the
   // chunks, 22 split); judged, it made rendezvous lose where its windows took 0.63-0.80 of
   // eager's time (tune-proof, 16 KiB windows, 18 pairs: tuner/defaults 1.048 and tuner/best
   // 1.455 judging the first stream, 0.930 and 1.244 judging the second).
-  // Windows of 64 sends vary little, and a wrong move is undone at the next exploration.
+  // A wrong move is undone at the next exploration.
   // The first exploration comes at a bucket's third stream, not its eighth: a bandwidth run
   // of 16 KiB windows has 52 of them, and its first 8 went eager where rendezvous ran at
   // 1.45x their speed (cores near). Nor before the current setting's last two windows took
@@ -127,8 +132,14 @@ public:
   // choosers warm up (16 KiB, cores far: eager windows of 378, 437, 147, then 55-60 us), and
   // a candidate judged against one of them looks better than it is (rendezvous at 100 us
   // against the 147 moved the bucket, and 7 windows went at 1.5-2x eager's time).
-  static constexpr rt::HillTuner::Pace kStreamPace{
-      .window = 1, .burst = 2, .period = 8, .skip_edges = true, .first = 3, .settled = 1.25};
+  static constexpr rt::HillTuner::Pace kStreamPace{.window = 1,
+                                                   .burst = 2,
+                                                   .period = 8,
+                                                   .skip_edges = true,
+                                                   .first = 3,
+                                                   .settled = 1.25,
+                                                   .reference = 3,
+                                                   .double_step_at = 1.15};
 
   bool tunes(std::size_t bytes) const { return stream_.enabled(rt::HillTuner::bucket_of(bytes)); }
 

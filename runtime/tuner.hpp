@@ -84,6 +84,25 @@ public:
     // cost before it, and one judged against a run's first, still falling costs looks better
     // than it is (p2p/protocol_tuner.hpp).
     double settled = 0;
+    // The candidate's costs are judged against the median of the current setting's last
+    // `reference` costs since its last move (all of them where it has fewer; 1: the latest
+    // alone, paired, see the top of this file). A caller whose observations are whole streams
+    // judges one candidate stream against one of the current's; each varies by +-20 % from
+    // the next (64 KiB bandwidth windows, cores far apart: 22-47 GB/s with one setting
+    // throughout), and with eager windows of 32 KiB at 1.27x the speed of rendezvous ones
+    // (cores at mid distance) the one judged rendezvous window came out faster than the eager
+    // one before it in 2 runs of 19, which then moved and stayed there at 0.75 of the rate.
+    // At most kWindow.
+    std::uint32_t reference = 1;
+    // A neighbour that loses with a judged cost at least this multiple of the reference (and
+    // not far worse: kFarWorse) doubles the period between explorations twice, not once (0:
+    // once, whatever it cost). For a pace that judges one observation a burst, where each loss
+    // is one sample. Simulated benchmark runs of 27 windows, costs within +-20 % of their
+    // means (tests/unit/test_tuner.cpp): with the stream pace's reference of 3 and this at
+    // 1.15, a neighbour at 1.27x costs 3.1 % of the run where it cost 5.0 % (its second burst
+    // came half-way through), one at 1.15x 2.9 % instead of 3.8 %; a faster neighbour (0.8x,
+    // 0.9x), which the noise sometimes makes lose its first burst, within 0.1 % of before.
+    double double_step_at = 0;
   };
 
   // Power-of-two bucket of a size: sizes in (2^(b-1), 2^b] share bucket b (0 → 0, 1 → 0), so
@@ -174,11 +193,11 @@ public:
     if (b.cand_pending > 0 && --b.cand_pending == 0) b.unjudged_current = pace_.skip_edges;
     if (b.unjudged_cand > 0) {
       --b.unjudged_cand;
-      if (b.latest > 0) b.edge_ratio = cost / b.latest;
+      if (b.latest > 0) b.edge_ratio = cost / reference(b);
       return false;
     }
     if (b.latest <= 0) return false;
-    b.cand.add(cost / b.latest);
+    b.cand.add(cost / reference(b));
     // A neighbour whose every judged use so far cost kClearlyWorse times the current's loses
     // at once, without the rest of its window: in noise of ±10 % three uses that high in a
     // row are no accident, and judging it on a full window took three bursts of its slow uses.
@@ -244,7 +263,8 @@ public:
         b.backoff = once ? kModelLeftBackoff : kMaxBackoff;
       } else if (++b.losses >= valid_steps(b.current)) {
         b.losses = 0;
-        b.backoff = std::min(b.backoff + 1, kMaxBackoff);
+        const bool clear_loss = pace_.double_step_at > 0 && b.cand.median() >= pace_.double_step_at;
+        b.backoff = std::min(b.backoff + (clear_loss ? 2 : 1), kMaxBackoff);
       }
     }
     // The next exploration a whole period after this one's judgement: counted from the
@@ -322,10 +342,13 @@ private:
     double max() const {
       return *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(count));
     }
-    double median() const {
-      std::array<double, kWindow> s = v;
-      auto mid = s.begin() + static_cast<std::ptrdiff_t>(count / 2);
-      std::nth_element(s.begin(), mid, s.begin() + static_cast<std::ptrdiff_t>(count));
+    double median() const { return median_of_last(count); }
+    // The median of the last k costs added (k at most count).
+    double median_of_last(std::size_t k) const {
+      std::array<double, kWindow> s{};
+      for (std::size_t i = 0; i < k; ++i) s[i] = v[(next + kWindow - 1 - i) % kWindow];
+      auto mid = s.begin() + static_cast<std::ptrdiff_t>(k / 2);
+      std::nth_element(s.begin(), mid, s.begin() + static_cast<std::ptrdiff_t>(k));
       return *mid;
     }
   };
@@ -352,10 +375,20 @@ private:
     double edge_ratio = 0;  // the burst's unjudged first use / latest current (0: none)
   };
 
+  // What a candidate's cost is judged against (Pace::reference): the median of an odd number
+  // of the current setting's last costs, else the latest (observe() judges only once there is
+  // one).
+  double reference(const Bucket& b) const {
+    std::size_t k = std::min<std::size_t>(pace_.reference, b.now.count);
+    if (k % 2 == 0 && k > 0) --k;
+    return k <= 1 ? b.latest : b.now.median_of_last(k);
+  }
+
   // A pace the counting above works with: a window the Window holds, a burst of at least one
   // judged use, a period of at least one use.
   static Pace valid(Pace p) {
     p.window = std::clamp<std::uint32_t>(p.window, 1, kWindow);
+    p.reference = std::clamp<std::uint32_t>(p.reference, 1, kWindow);
     p.burst = std::max<std::uint32_t>(p.burst, p.skip_edges ? 2 : 1);
     p.period = std::max<std::uint32_t>(p.period, 1);
     return p;
