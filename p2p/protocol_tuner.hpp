@@ -112,7 +112,8 @@ public:
 
   // A stream tuner's observation is a window of sends: a benchmark's bandwidth loop has tens
   // of them per size. It explores two streams in 8 and judges the second alone against the
-  // median of the last three before the burst (one stream, judged, for a first try of eager
+  // median of the last three before the burst (the latest alone at a bucket's first try, and
+  // while those three lie more than 1.25x apart; one stream, judged, for a first try of eager
   // where the model starts the bucket rendezvous: post): a benchmark's run is too short for
   // more. Windows of one setting vary by +-20 % (64 KiB, cores far apart: 22-47 GB/s), and
   // judged against the latest alone a 32 KiB rendezvous window, 1.27x eager's time on

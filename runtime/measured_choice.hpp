@@ -68,22 +68,21 @@ public:
     // of a benchmark's run.
     std::uint32_t far_bursts = 0;
     // The mode held for uses that start after every mode's warm-up has started but before
-    // every mode has a measurement (-1: the last mode started, not held; not with
-    // warm_from_neighbour). A window of gets starts all of them at once: without a measurement
-    // the rest of the window went to the last mode, at 4 MiB the slowest by half (64 gets, the
-    // split copy's 16 GB/s against streaming stores' 7.8). Held, it stays until another beats
-    // it as a held mode is beaten: slow first uses of it (page faults in a new buffer) made way
-    // for a mode half as fast for the next window.
-    // Not only before any use has ended: a window's first few gets may end before the others
-    // start (a window of eager sends of 64 KiB under RMP_TUNE=adaptive, its last four gone by
-    // rendezvous as the receiver's eager credit ran out). The warm-up's first mode was then the
-    // only one measured when the next window began, and served the rest of it; the split
-    // copy's warm-up in that window, four gets waiting for an owner still posting its sends,
-    // ran at 15 us a get, 11x slower than it runs held (1.3), so it was re-measured only at
-    // its turn, ~700 gets in, and the chunks served until then at half its speed (cores far
-    // apart: such runs at 13-24 GB/s where always-rendezvous ran at 32-37). The hold ends at
-    // the latest once the initial mode has had a window's uses (kInitialHoldUses) past the
-    // warm-up, so that a mode whose uses go unrecorded does not keep it for ever.
+    // every mode has a measurement (-1: the last mode started, not held; with
+    // warm_from_neighbour, only before anything was measured). A window of gets starts all of them
+    // at once: without a measurement the rest of the window went to the last mode, at 4 MiB the
+    // slowest by half (64 gets, the split copy's 16 GB/s against streaming stores' 7.8). Held, it
+    // stays until another beats it as a held mode is beaten: slow first uses of it (page faults in
+    // a new buffer) made way for a mode half as fast for the next window. Not only before any use
+    // has ended: a window's first few gets may end before the others start (a window of eager sends
+    // of 64 KiB under RMP_TUNE=adaptive, its last four gone by rendezvous as the receiver's eager
+    // credit ran out). The warm-up's first mode was then the only one measured when the next window
+    // began, and served the rest of it; the split copy's warm-up in that window, four gets waiting
+    // for an owner still posting its sends, ran at 15 us a get, 11x slower than it runs held (1.3),
+    // so it was re-measured only at its turn, ~700 gets in, and the chunks served until then at
+    // half its speed (cores far apart: such runs at 13-24 GB/s where always-rendezvous ran at
+    // 32-37). The hold ends at the latest kInitialHoldUses uses (a window) after the warm-up, so
+    // that a mode whose uses go unrecorded does not keep it for ever.
     int initial = -1;
     // Whether rates are compared only as measured in like conditions: another mode takes
     // over from the held one only if it was faster than the held mode when it was measured
@@ -234,10 +233,11 @@ public:
   }
 
   // Which mode serves a use of `bytes` that the caller is itself trying out and judging (the
-  // adaptive tuner's explored rendezvous sends): the held mode; before one is held, the
-  // fastest measured so far, the mode held by the nearest size class that holds one, `guess`
-  // (when enabled), Pace::initial (when enabled), or the first enabled mode. It takes no
-  // warm-up turn, starts no burst and is not counted among the uses that pace them: a warm-up
+  // adaptive tuner's explored rendezvous sends): the held mode; Pace::initial while choose()
+  // holds it provisionally (holds_initial), as the caller's other uses go then; before a mode
+  // is held, the fastest measured so far, the mode held by the nearest size class that holds
+  // one, `guess` (when enabled), Pace::initial (when enabled), or the first enabled mode. It takes
+  // no warm-up turn, starts no burst and is not counted among the uses that pace them: a warm-up
   // turn or burst would put a mechanism on trial under the caller's trial. Nor is its time to be
   // recorded: a sample of another mode within a burst cuts the burst short, unjudged.
   // last_was_trial() says whether it rests on no measurement of this size class (the initial mode
@@ -246,6 +246,10 @@ public:
     trial_ = false;
     const Bucket& b = bucket(bytes);
     if (b.held >= 0 && !b.provisional) return b.held;
+    if (b.held >= 0 && holds_initial(b)) {
+      trial_ = true;
+      return b.held;
+    }
     int best = -1;
     for (int m = 0; m < N; ++m)
       if (enabled(m) && b.samples[m] > 0 && (best < 0 || score(b, m) > score(b, best))) best = m;
@@ -286,7 +290,7 @@ public:
   }
 
   // Whether the last choose() gave a mode on trial: one warming up, one re-measured in a burst,
-  // or the initial mode held before anything was measured; false where the held mode serves.
+  // or the initial mode held before every mode was measured; false where the held mode serves.
   bool last_was_trial() const { return trial_; }
 
   // A use of `bytes` by `mode` took `seconds`. The first use of a mode after another (or ever)
@@ -307,7 +311,7 @@ public:
     // use of a mode may be the first in its chunk), and one such sample in the average made
     // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
     // 12.7 us chosen vs 8.5 us possible).
-    // So are the uses of the initial mode held before anything was measured: at the end of
+    // So are the uses of the initial mode held before every mode was measured: at the end of
     // the first window its best is compared with the others' best.
     bool judged = true;  // whether the rate now stands on this sample
     if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
@@ -445,7 +449,7 @@ private:
     std::array<double, N> basis{};
     std::uint64_t confirm_at = 0;  // uses before which no other confirmation burst starts
     unsigned remeasuring = 0;      // drifted modes whose burst has begun but not been judged
-    bool provisional = false;      // held is Pace::initial, held before anything was measured
+    bool provisional = false;      // held is Pace::initial, held before every mode was measured
   };
 
   // The mode held by the size class nearest to class i that holds one (the smaller of two
@@ -597,18 +601,19 @@ private:
     if (stale(b, best) >= 0) return b.uses;
     return warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(from);
   }
-  // Whether Pace::initial is still held (or first taken up) because a mode whose warm-up has
-  // begun has no measurement yet, within kInitialHoldUses uses past the warm-up.
+  // Whether Pace::initial is still held (or first taken up) because an enabled mode has no
+  // measurement yet (choose() asks once every mode's warm-up has begun), within
+  // kInitialHoldUses uses past the warm-up (kWarmup + 1 uses a mode).
   bool holds_initial(const Bucket& b) const {
     if (pace_.initial < 0 || !enabled(pace_.initial) || pace_.warm_from_neighbour ||
         (b.held >= 0 && !b.provisional))
       return false;
-    std::uint64_t warmup = 1;
+    std::uint64_t warmup = 0;
     bool waiting = false;
     for (int m = 0; m < N; ++m) {
       if (!enabled(m)) continue;
       warmup += kWarmup + 1;
-      waiting = waiting || (b.started[m] > 0 && b.samples[m] == 0);
+      waiting = waiting || b.samples[m] == 0;
     }
     return waiting && b.uses <= warmup + kInitialHoldUses;
   }

@@ -85,23 +85,28 @@ public:
     // than it is (p2p/protocol_tuner.hpp).
     double settled = 0;
     // The candidate's costs are judged against the median of the current setting's last
-    // `reference` costs since its last move (all of them where it has fewer; 1: the latest
-    // alone, paired, see the top of this file). A caller whose observations are whole streams
-    // judges one candidate stream against one of the current's; each varies by +-20 % from
-    // the next (64 KiB bandwidth windows, cores far apart: 22-47 GB/s with one setting
-    // throughout), and with eager windows of 32 KiB at 1.27x the speed of rendezvous ones
-    // (cores at mid distance) the one judged rendezvous window came out faster than the eager
-    // one before it in 2 runs of 19, which then moved and stayed there at 0.75 of the rate.
-    // At most kWindow.
+    // `reference` costs since its last move, rounded down to an odd number (1: the latest
+    // alone, paired, see the top of this file; so is a bucket with fewer than 3, as at a
+    // stream's first try, and one whose last costs lie more than `settled` apart, still
+    // warming up: a median reaching back to a slow window of the warm-up, 2.0 then 1.5 then
+    // 1.25 of the steady cost, made a neighbour at 1.3x look 13 % faster). A caller whose
+    // observations are whole streams judges one candidate stream against one of the
+    // current's; each varies by +-20 % from the next (64 KiB bandwidth windows, cores far
+    // apart: 22-47 GB/s with one setting throughout), and with eager windows of 32 KiB at
+    // 1.27x the speed of rendezvous ones (cores at mid distance) the one judged rendezvous
+    // window came out faster than the eager one before it in 2 runs of 19, which then moved
+    // and stayed there at 0.69-0.72 of the static rule's rate. At most kWindow.
     std::uint32_t reference = 1;
     // A neighbour that loses with a judged cost at least this multiple of the reference (and
     // not far worse: kFarWorse) doubles the period between explorations twice, not once (0:
     // once, whatever it cost). For a pace that judges one observation a burst, where each loss
-    // is one sample. Simulated benchmark runs of 27 windows, costs within +-20 % of their
-    // means (tests/unit/test_tuner.cpp): with the stream pace's reference of 3 and this at
-    // 1.15, a neighbour at 1.27x costs 3.1 % of the run where it cost 5.0 % (its second burst
-    // came half-way through), one at 1.15x 2.9 % instead of 3.8 %; a faster neighbour (0.8x,
-    // 0.9x), which the noise sometimes makes lose its first burst, within 0.1 % of before.
+    // is one sample (with several steps, the round's last loss decides). Simulated benchmark
+    // runs of 27 windows, costs within +-20 % of their means (tests/unit/test_tuner.cpp): with
+    // the stream pace's reference of 3 and this at 1.15, a neighbour at 1.27x costs 3.2 % of
+    // the run where it cost 5.0 % (its second burst came half-way through), one at 1.15x 2.9 %
+    // instead of 3.8 %. A faster neighbour, which the noise sometimes makes lose its first
+    // burst, waits longer for its second: at 0.9x it ends 376 runs of 2000 on the slower
+    // setting instead of 301, and costs 0.13 % more of the run (at 0.8x, alike).
     double double_step_at = 0;
   };
 
@@ -343,6 +348,16 @@ private:
       return *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(count));
     }
     double median() const { return median_of_last(count); }
+    // The largest of the last k costs added over the smallest (k at most count).
+    double spread_of_last(std::size_t k) const {
+      double lo = v[(next + kWindow - 1) % kWindow], hi = lo;
+      for (std::size_t i = 1; i < k; ++i) {
+        const double x = v[(next + kWindow - 1 - i) % kWindow];
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+      }
+      return lo > 0 ? hi / lo : 0;
+    }
     // The median of the last k costs added (k at most count).
     double median_of_last(std::size_t k) const {
       std::array<double, kWindow> s{};
@@ -376,12 +391,14 @@ private:
   };
 
   // What a candidate's cost is judged against (Pace::reference): the median of an odd number
-  // of the current setting's last costs, else the latest (observe() judges only once there is
-  // one).
+  // of the current setting's last costs where they lie within Pace::settled of each other,
+  // else the latest (observe() judges only once there is one).
   double reference(const Bucket& b) const {
     std::size_t k = std::min<std::size_t>(pace_.reference, b.now.count);
     if (k % 2 == 0 && k > 0) --k;
-    return k <= 1 ? b.latest : b.now.median_of_last(k);
+    if (k <= 1) return b.latest;
+    if (pace_.settled > 1 && b.now.spread_of_last(k) > pace_.settled) return b.latest;
+    return b.now.median_of_last(k);
   }
 
   // A pace the counting above works with: a window the Window holds, a burst of at least one

@@ -468,10 +468,11 @@ TEST(CopyChooser, EarlyWarmUpOfOneMode_TheInitialModeIsStillHeld) {
   CopyChooser c;
   std::vector<int> uses(CopyChooser::kModes);
   std::vector<Mode> window;
-  // Rates by mode: the split copy's warm-up at 4.3 GB/s, 50 once warm; the double copy 26,
-  // streaming stores 24, the single copy 13.
+  // Rates by mode: the split copy's first four gets (its warm-up) at 4.3 GB/s, 50 once warm;
+  // the double copy 26, streaming stores 24, the single copy 13.
+  int split_recorded = 0;
   const auto rate = [&](Mode m) {
-    if (m == Mode::split) return uses[static_cast<int>(Mode::split)] <= 4 ? 4.3e9 : 50e9;
+    if (m == Mode::split) return ++split_recorded <= 4 ? 4.3e9 : 50e9;
     return FakeRates{13e9, 26e9, 0, 24e9}.of(m);
   };
   const auto start = [&](int n) {
@@ -489,6 +490,8 @@ TEST(CopyChooser, EarlyWarmUpOfOneMode_TheInitialModeIsStillHeld) {
   start(64);  // the next window: the other warm-ups, then the rest of the window
   const auto split_after_warmup = std::count(window.begin() + 16, window.end(), Mode::split);
   EXPECT_GE(split_after_warmup, 47) << "the rest of the window holds the initial mode";
+  EXPECT_EQ(c.choose_settled(bytes, CopyChooser::Traffic::stream), Mode::split)
+      << "a settled get goes as the others do meanwhile";
   end();
   for (int w = 0; w < 20; ++w) {
     start(64);
@@ -496,6 +499,24 @@ TEST(CopyChooser, EarlyWarmUpOfOneMode_TheInitialModeIsStillHeld) {
   }
   EXPECT_GT(uses[static_cast<int>(Mode::split)], 1150)
       << "single " << uses[0] << ", chunks " << uses[1] << ", streaming " << uses[3];
+}
+
+// The hold of the initial mode while a warm-up has no measurement is bounded: where one mode's
+// uses are never recorded (streaming stores here), the split copy serves until 64 uses after
+// the warm-up's 16, and the fastest mode measured (the double copy) takes over after that.
+TEST(CopyChooser, InitialModeHold_EndsWithinAWindowOfTheWarmUp) {
+  const std::size_t bytes = 64 << 10;
+  CopyChooser c;
+  const FakeRates r{5e9, 30e9, 10e9, 0};
+  int last_split = 0, first_chunks_after = 0;
+  for (int use = 1; use <= 200; ++use) {
+    const Mode m = c.choose(bytes);
+    if (use > 16 && m == Mode::split) last_split = use;
+    if (use > 16 && m == Mode::chunks && first_chunks_after == 0) first_chunks_after = use;
+    if (m != Mode::streaming) c.record(m, bytes, static_cast<double>(bytes) / r.of(m));
+  }
+  EXPECT_EQ(last_split, 16 + 64) << "the hold's last use";
+  EXPECT_EQ(first_chunks_after, 16 + 64 + 1);
 }
 
 // The first uses of a mechanism fault pages in and find caches cold; one such use must not

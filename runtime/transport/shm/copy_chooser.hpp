@@ -51,8 +51,9 @@ public:
   // often costs too much. The mechanism in use stays until another measures more than 10 %
   // faster: two of about the same speed otherwise took turns. Another takes over only once
   // measured faster in the same conditions (Pace::judge_alike: the whole machine slows down
-  // for a while now and then). Until the first get ends the split copy serves gets in a
-  // stream or alone (Pace::initial): in both placements it measured among the fastest here.
+  // for a while now and then). Until every mechanism's warm-up has a measurement the split
+  // copy serves gets in a stream or alone (Pace::initial): in both placements it measured
+  // among the fastest here.
 
   // What else the pair is doing when a get starts; each kind is chosen and judged apart.
   //  - stream: other gets of this direction running or waiting (a bandwidth window).
@@ -125,10 +126,10 @@ public:
   }
 
 private:
-  // `initial`: the mode served until the first get ends, when enabled (else the last mode
-  // warmed up). `alone`: gets one at a time, whose held mechanism's steady rate starts from
-  // its first uses once held (Pace::steady_recent). Not for gets in a stream, whose first
-  // uses of a mechanism wait for the owner's sends now and then (64 KiB windows: a held
+  // `initial`: the mode served until every mode's warm-up has a measurement, when enabled
+  // (else the last mode warmed up). `alone`: gets one at a time, whose held mechanism's steady rate
+  // starts from its first uses once held (Pace::steady_recent). Not for gets in a stream, whose
+  // first uses of a mechanism wait for the owner's sends now and then (64 KiB windows: a held
   // mechanism's rate went from 9 to 25 GB/s and back).
   static MeasuredChoice<kModes>::Pace pace(unsigned enabled, Mode initial, bool alone) {
     return {.period = 256,
