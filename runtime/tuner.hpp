@@ -386,8 +386,8 @@ private:
     bool left_unmeasured = false;  // left came from enable(), left_once, not judged since
     double latest = 0;  // the current setting's latest cost
     double before_latest = 0;  // and the one before it (0: none since the last move)
-    Window now, cand;   // now: costs of current; cand: candidate / latest current, paired
-    double edge_ratio = 0;  // the burst's unjudged first use / latest current (0: none)
+    Window now, cand;          // now: costs of current; cand: candidate / reference(), paired
+    double edge_ratio = 0;     // the burst's unjudged first use / reference() (0: none)
   };
 
   // What a candidate's cost is judged against (Pace::reference): the median of an odd number
