@@ -118,8 +118,8 @@ public:
   // more. Windows of one setting vary by +-20 % (64 KiB, cores far apart: 22-47 GB/s), and
   // judged against the latest alone a 32 KiB rendezvous window, 1.27x eager's time on
   // average (cores at mid distance), moved the bucket in 2 runs of 19. A loss at 1.15x or
-  // more waits two doublings of the period, not one (HillTuner::Pace::double_step_at): a
-  // second burst half-way through a benchmark's 27 windows cost as much as the first. The first
+  // more waits two doublings of the period, not one (HillTuner::Pace::double_step_at): after one
+  // it came back for a second burst half-way through a benchmark's 27 windows. The first
   // stream of a rendezvous burst pays for the transport's first gets of that size, which try each
   // copy mechanism in turn (shm: a window of 64 gets of 16 KiB, 59 single copies, 47 through the
   // chunks, 22 split); judged, it made rendezvous lose where its windows took 0.63-0.80 of
