@@ -4,7 +4,6 @@
 // knows its own count).
 #include <algorithm>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "collectives/algorithms.hpp"

@@ -102,11 +102,11 @@ public:
     // once, whatever it cost). For a pace that judges one observation a burst, where each loss
     // is one sample (with several steps, the round's last loss decides). Simulated benchmark
     // runs of 27 windows, costs within +-20 % of their means (tests/unit/test_tuner.cpp): with
-    // the stream pace's reference of 3 and this at 1.15, a neighbour at 1.27x costs 3.2 % of
+    // the stream pace's reference of 3 and this at 1.15, a neighbour at 1.27x costs 3.3 % of
     // the run where it cost 5.0 % (its second burst came half-way through), one at 1.15x 2.9 %
     // instead of 3.8 %. A faster neighbour, which the noise sometimes makes lose its first
-    // burst, waits longer for its second: at 0.9x it ends 376 runs of 2000 on the slower
-    // setting instead of 301, and costs 0.13 % more of the run (at 0.8x, alike).
+    // burst, waits longer for its second: at 0.9x it ends 375 runs of 2000 on the slower
+    // setting instead of 312, and costs 0.13 % more of the run (at 0.8x, alike).
     double double_step_at = 0;
   };
 
