@@ -119,6 +119,22 @@ public:
     // its warm-up, a burst of the split copy at 30-31 us did not take over, and in some runs
     // streaming served all ~100 gets of a benchmark's run.
     bool steady_recent = false;
+    // Whether a mode's rate is its bytes over its time (the time per byte averaged), not an
+    // average of its uses' rates, and a record of several uses measured together (a batch) is
+    // one measurement: for uses in a stream, whose mechanisms are worth what they move in a
+    // window. Averaged as rates, a mechanism whose uses are mostly fast with a few slow ones
+    // looked faster than one measured a batch at a time, whose records each average a batch:
+    // 32 KiB gets in windows of 64, cores far apart, streaming stores into the chunks held at a
+    // moving average of 17-28 GB/s (their windows at 13-16) and the split copy at 14.7-30
+    // (its windows at 20-23). A batch of 16 counted as 16 uses took the moving average to that
+    // one batch's speed, and a burst was judged on its last batch alone. With this:
+    //  - the moving averages (`rate`, `steady`) are of time per byte, one step a record;
+    //  - a burst is judged on the recorded uses of its second half together (its first half
+    //    is a pipelined mechanism's warm-up: the double copy's ring);
+    //  - a sample slower than kOutlier times the average (in a burst, its fastest so far)
+    //    counts as that: one get that waited for a descheduled owner does not sink a mechanism;
+    //  - the held mode is judged on its steady rate (rate_of).
+    bool throughput = false;
   };
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for mode m).
@@ -221,7 +237,7 @@ public:
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
         if ((!rejudges(m) || b.samples[m] > kWarmup) && b.bursts[m] >= pace_.far_bursts &&
-            b.rate[best] > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0) {
+            rate_of(b, best) > kFarBehind * b.rate[m] && ++b.passed[m] % kFarBehindTurns != 0) {
           trial_ = false;
           return best;
         }
@@ -286,7 +302,7 @@ public:
     for (int m = 0; m < N; ++m)
       if ((modes >> m & 1) != 0 && enabled(m) && m != b.held && b.started[m] > 0)
         b.stale |= 1u << m;
-    if (b.stale != 0 && b.next_explore > 0) b.next_explore = std::min(b.next_explore, b.uses);
+    if (b.stale != 0 && b.next_explore > b.uses) b.next_explore = b.uses;  // (0: no turn yet)
   }
 
   // Whether the last choose() gave a mode on trial: one warming up, one re-measured in a burst,
@@ -297,35 +313,49 @@ public:
   // is not counted: it pays for what the other left behind (lines in another core's cache, an
   // empty pipeline) or for first touches of memory, and counted once it made the better mode
   // look worse for many uses (allgather of 1 MiB: 185 us chosen vs 109 us possible).
-  void record(int mode, std::size_t bytes, double seconds) {
-    if (seconds <= 0) return;
+  // `uses` uses of `bytes` each, measured together, took `seconds` each on average (a batch;
+  // without Pace::throughput the same as `uses` records of one).
+  void record(int mode, std::size_t bytes, double seconds, std::uint32_t uses = 1) {
+    if (seconds <= 0 || uses == 0) return;
+    if (!pace_.throughput) {
+      for (std::uint32_t i = 0; i < uses; ++i) record_one(mode, bytes, seconds);
+      return;
+    }
     Bucket& b = bucket(bytes);
     if (b.last_mode != mode) {
       b.last_mode = mode;
       b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
-      return;
+      b.burst_bytes[mode] = b.burst_seconds[mode] = b.burst_fastest[mode] = 0;
+      b.burst_recorded[mode] = 0;
+      if (uses == 1) return;
+      --uses;  // the first of the batch is left out, as a first use alone is
     }
-    const double rate = static_cast<double>(bytes) / seconds;
-    // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
-    // pages in and find caches cold (a collective's chunks are used in turn, so the second
-    // use of a mode may be the first in its chunk), and one such sample in the average made
-    // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
-    // 12.7 us chosen vs 8.5 us possible).
-    // So are the uses of the initial mode held before every mode was measured: at the end of
-    // the first window its best is compared with the others' best.
-    bool judged = true;  // whether the rate now stands on this sample
-    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
+    const double per_byte = seconds / static_cast<double>(std::max<std::size_t>(bytes, 1));
+    const double rate = 1 / per_byte;
+    bool judged = true;
+    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held)) {
       b.rate[mode] = std::max(b.rate[mode], rate);
-    else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples)
-      b.rate[mode] = burst_median(b, mode, rate, judged);
-    else b.rate[mode] += kWeight * (rate - b.rate[mode]);
-    ++b.samples[mode];
-    if (mode == b.held) {
-      if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
-      else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
+    } else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples) {
+      // The bytes over the time of the burst's second half (by uses recorded), each sample at
+      // most kOutlier times the fastest's time.
+      const std::uint32_t from = b.burst_recorded[mode];
+      b.burst_recorded[mode] += uses;
+      const std::uint32_t half = (b.burst_len[mode] > 1 ? b.burst_len[mode] - 1 : 0) / 2;
+      const std::uint32_t late =
+          b.burst_recorded[mode] - std::max(from, std::min(half, b.burst_recorded[mode]));
+      double& fastest = b.burst_fastest[mode];
+      fastest = fastest > 0 ? std::min(fastest, per_byte) : per_byte;
+      const double moved = static_cast<double>(late) * static_cast<double>(bytes);
+      b.burst_bytes[mode] += moved;
+      b.burst_seconds[mode] += moved * std::min(per_byte, kOutlier * fastest);
+      judged = b.burst_recorded[mode] >= kBurstSamples && b.burst_bytes[mode] > 0;
+      if (judged) b.rate[mode] = b.burst_bytes[mode] / b.burst_seconds[mode];
+    } else {
+      b.rate[mode] = time_average(b.rate[mode], per_byte, kWeight);
     }
-    // What the held mode achieved when this one was measured: the conditions of the
-    // measurement (beat_when_measured, drifted).
+    b.samples[mode] += uses;
+    if (mode == b.held)
+      b.steady = b.steady > 0 ? time_average(b.steady, per_byte, kSteadyWeight) : b.rate[mode];
     if (judged && b.held >= 0 && mode != b.held) {
       b.basis[mode] = b.steady;
       b.remeasuring &= ~(1u << mode);
@@ -406,6 +436,50 @@ private:
   // moving average of a steady mechanism stays within some 20 % of its mean.
   static constexpr double kDrift = 1.5;
   static constexpr double kSteadyWeight = 1.0 / 32;  // of a new sample in `steady`
+  // Pace::throughput: a sample counts at most this many times the average's time per byte.
+  static constexpr double kOutlier = 4.0;
+  // `rate` (bytes/s) moved toward a sample of `per_byte` seconds with `weight`, averaged as time
+  // per byte (Pace::throughput), the sample at most kOutlier times the average.
+  static double time_average(double rate, double per_byte, double weight) {
+    if (rate <= 0) return 1 / per_byte;
+    const double avg = 1 / rate;
+    return 1 / (avg + weight * (std::min(per_byte, kOutlier * avg) - avg));
+  }
+
+  // record() of one use, without Pace::throughput.
+  void record_one(int mode, std::size_t bytes, double seconds) {
+    Bucket& b = bucket(bytes);
+    if (b.last_mode != mode) {
+      b.last_mode = mode;
+      b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
+      return;
+    }
+    const double rate = static_cast<double>(bytes) / seconds;
+    // Until a mode has kWarmup samples its rate is the best of them: early uses still fault
+    // pages in and find caches cold (a collective's chunks are used in turn, so the second
+    // use of a mode may be the first in its chunk), and one such sample in the average made
+    // the faster mode look slower for hundreds of uses (allgather of 64 KiB, two ranks near:
+    // 12.7 us chosen vs 8.5 us possible).
+    // So are the uses of the initial mode held before every mode was measured: at the end of
+    // the first window its best is compared with the others' best.
+    bool judged = true;  // whether the rate now stands on this sample
+    if (b.samples[mode] < kWarmup || (b.provisional && mode == b.held))
+      b.rate[mode] = std::max(b.rate[mode], rate);
+    else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples)
+      b.rate[mode] = burst_median(b, mode, rate, judged);
+    else b.rate[mode] += kWeight * (rate - b.rate[mode]);
+    ++b.samples[mode];
+    if (mode == b.held) {
+      if (pace_.steady_recent && b.recent_n < kRecent) b.steady = held_recent(b, rate);
+      else b.steady = b.steady > 0 ? b.steady + kSteadyWeight * (rate - b.steady) : b.rate[mode];
+    }
+    // What the held mode achieved when this one was measured: the conditions of the
+    // measurement (beat_when_measured, drifted).
+    if (judged && b.held >= 0 && mode != b.held) {
+      b.basis[mode] = b.steady;
+      b.remeasuring &= ~(1u << mode);
+    }
+  }
 
   // A mode not in use is measured in bursts, seldom: its rate is the median of the last
   // kBurstSamples samples of its latest burst, not an average with what it measured hundreds
@@ -424,6 +498,11 @@ private:
     std::array<double, N> rate{};
     std::array<std::array<double, kBurstSamples>, N> burst{};  // this burst's samples
     std::array<std::uint8_t, N> burst_n{};
+    // Pace::throughput: this burst's bytes and (capped) seconds, and its fastest time per byte
+    // (Pace::steady_recent does not apply there).
+    std::array<double, N> burst_bytes{}, burst_seconds{}, burst_fastest{};
+    std::array<std::uint32_t, N> burst_len{};       // uses the latest burst was started for
+    std::array<std::uint32_t, N> burst_recorded{};  // uses recorded in this run of the mode
     std::array<std::uint32_t, N> samples{};
     std::array<std::uint32_t, N> started{};  // uses begun during warm-up
     std::array<std::uint32_t, N> passed{};  // turns a far-behind mode was not re-measured
@@ -530,7 +609,17 @@ private:
 
   bool enabled(int m) const { return (enabled_ >> m & 1) != 0; }
   double score(const Bucket& b, int m) const {
-    return m == pace_.favour ? b.rate[m] * (1 + pace_.margin) : b.rate[m];
+    return m == pace_.favour ? rate_of(b, m) * (1 + pace_.margin) : rate_of(b, m);
+  }
+  // The rate mode m is judged on: with Pace::throughput the held mode's steady rate, the one
+  // the others' bursts are judged against when measured (beat_when_measured). Its moving average
+  // follows the few records of a window (a batch of split gets each) and fell with the window's
+  // first, slow ones: 32 KiB gets, cores far apart, where the split copy's windows ran at 20
+  // GB/s, a burst of the chunks at 17 (their windows at 13) was faster than that average
+  // and not than the steady rate, and a burst to confirm it followed every 64 gets (period / 4),
+  // half the window through the chunks, for the rest of the run.
+  double rate_of(const Bucket& b, int m) const {
+    return pace_.throughput && m == b.held && b.steady > 0 ? b.steady : b.rate[m];
   }
   Bucket& bucket(std::size_t bytes) { return buckets_[bucket_of(bytes)]; }
 
@@ -538,6 +627,7 @@ private:
   int start_burst(Bucket& b, int m, std::size_t bytes) const {
     ++b.bursts[m];
     b.explore_mode = m;
+    b.burst_len[m] = static_cast<std::uint32_t>(burst_of(bytes));
     b.explore_left = burst_of(bytes) - 1;
     return m;
   }

@@ -54,6 +54,12 @@ public:
   // for a while now and then). Until every mechanism's warm-up has a measurement the split
   // copy serves gets in a stream or alone (Pace::initial): in both placements it measured
   // among the fastest here.
+  // Gets in a stream are judged on the bytes they move over their time (Pace::throughput),
+  // a batch of split gets as one measurement: judged get by get as rates, streaming stores or
+  // the chunks held 32 KiB rendezvous windows at 13-18 GB/s in most runs with the cores far
+  // apart, where the split copy ran them at 20-23 (windows of 64 traced get by get). With it,
+  // bandwidth of 32 and 64 KiB by rendezvous (eager_threshold 16384) ran 1.09 and 1.06 times as
+  // fast (8 interleaved pairs, far).
 
   // What else the pair is doing when a get starts; each kind is chosen and judged apart.
   //  - stream: other gets of this direction running or waiting (a bandwidth window).
@@ -77,9 +83,9 @@ public:
   static constexpr int kTraffics = 3;
 
   explicit CopyChooser(unsigned enabled = 0b1111)
-      : choices_{MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split, false)),
-                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split, true)),
-                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::single, false))} {}
+      : choices_{MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split, false, true)),
+                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::split, true, false)),
+                 MeasuredChoice<kModes>(enabled, pace(enabled, Mode::single, false, false))} {}
 
   Mode choose(std::size_t bytes, Traffic t = Traffic::stream) {
     return static_cast<Mode>(of(t).choose(bytes));
@@ -118,8 +124,10 @@ public:
   }
   // Whether the last choose() for traffic `t` gave a mechanism on trial (MeasuredChoice).
   bool last_was_trial(Traffic t) const { return of(t).last_was_trial(); }
-  void record(Mode mode, std::size_t bytes, double seconds, Traffic t = Traffic::stream) {
-    of(t).record(static_cast<int>(mode), bytes, seconds);
+  // `uses` gets of `bytes` each, measured together (a batch of split gets), took `seconds` each.
+  void record(Mode mode, std::size_t bytes, double seconds, Traffic t = Traffic::stream,
+              std::uint32_t uses = 1) {
+    of(t).record(static_cast<int>(mode), bytes, seconds, uses);
   }
   double rate(Mode mode, std::size_t bytes, Traffic t = Traffic::stream) {
     return of(t).rate(static_cast<int>(mode), bytes);
@@ -131,7 +139,8 @@ private:
   // starts from its first uses once held (Pace::steady_recent). Not for gets in a stream, whose
   // first uses of a mechanism wait for the owner's sends now and then (64 KiB windows: a held
   // mechanism's rate went from 9 to 25 GB/s and back).
-  static MeasuredChoice<kModes>::Pace pace(unsigned enabled, Mode initial, bool alone) {
+  static MeasuredChoice<kModes>::Pace pace(unsigned enabled, Mode initial, bool alone,
+                                           bool stream) {
     return {.period = 256,
             .burst = 4,
             .hysteresis = 0.10,
@@ -140,7 +149,8 @@ private:
             .rejudge_warmup = true,
             .initial = enabled >> static_cast<int>(initial) & 1 ? static_cast<int>(initial) : -1,
             .judge_alike = true,
-            .steady_recent = alone};
+            .steady_recent = alone,
+            .throughput = stream};
   }
   MeasuredChoice<kModes>& of(Traffic t) { return choices_[static_cast<std::size_t>(t)]; }
   const MeasuredChoice<kModes>& of(Traffic t) const {

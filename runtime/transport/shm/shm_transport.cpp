@@ -382,10 +382,11 @@ public:
   static std::size_t split_piece(std::size_t len) {
     return len < 2 * kSplitMinPiece ? len : round_up((len + 1) / 2, kPage);
   }
+  // `uses` gets of `bytes` each, measured together, took `took` each.
   void record_copy(CopyChooser::Mode m, std::size_t bytes, Clock::duration took,
-                   CopyChooser::Traffic traffic) {
+                   CopyChooser::Traffic traffic, std::uint32_t uses = 1) {
     (cma_ok_ ? chooser_ : chunk_chooser_)
-        .record(m, bytes, std::chrono::duration<double>(took).count(), traffic);
+        .record(m, bytes, std::chrono::duration<double>(took).count(), traffic, uses);
   }
   // True when `err` says cross-memory attach is forbidden here (ptrace rules); the transport
   // then copies through shared chunks from now on.
@@ -741,13 +742,19 @@ void ShmEndpoint::record_batch(CopyChooser::Mode m, const std::deque<GetJob>& jo
   std::size_t total = 0;
   for (std::size_t i = 0; i < k; ++i) first = std::min(first, jobs[i].posted), total += jobs[i].len;
   const Clock::duration took = now - std::max(first, last_get_done_);
-  for (std::size_t i = 0; i < k; ++i) {
+  // Consecutive gets of one size and traffic are one measurement of as many uses
+  // (MeasuredChoice::record): the batch's time is all that was measured.
+  for (std::size_t i = 0; i < k;) {
+    std::size_t e = i + 1;
+    while (e < k && jobs[e].len == jobs[i].len && jobs[e].traffic == jobs[i].traffic &&
+           jobs[e].settled == jobs[i].settled)
+      ++e;
     const double share = total ? static_cast<double>(jobs[i].len) / static_cast<double>(total)
                                : 1.0 / static_cast<double>(k);
     if (!jobs[i].settled)
       t_.record_copy(m, jobs[i].len, std::chrono::duration_cast<Clock::duration>(took * share),
-                     jobs[i].traffic);
-    get_ended();
+                     jobs[i].traffic, static_cast<std::uint32_t>(e - i));
+    for (; i < e; ++i) get_ended();
   }
   last_get_done_ = now;
 }
