@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -126,14 +127,18 @@ public:
     // looked faster than one measured a batch at a time, whose records each average a batch:
     // 32 KiB gets in windows of 64, cores far apart, streaming stores into the chunks held at a
     // moving average of 17-28 GB/s (their windows at 13-16) and the split copy at 14.7-30
-    // (its windows at 20-23). A batch of 16 counted as 16 uses took the moving average to that
-    // one batch's speed, and a burst was judged on its last batch alone. With this:
-    //  - the moving averages (`rate`, `steady`) are of time per byte, one step a record;
-    //  - a burst is judged on the recorded uses of its second half together (its first half
-    //    is a pipelined mechanism's warm-up: the double copy's ring);
-    //  - a sample slower than kOutlier times the average (in a burst, its fastest so far)
-    //    counts as that: one get that waited for a descheduled owner does not sink a mechanism;
-    //  - the held mode is judged on its steady rate (rate_of).
+    // (its windows at 20-23). A batch of 16 counted as 16 samples of the moving average (weight
+    // 0.25) took it to that one batch's speed, and a burst was judged on its last batch alone.
+    // With this:
+    //  - the held mode is judged on its steady rate (rate_of), a moving average of time per byte
+    //    over about a window of uses (kThroughputSteadyWeight a use, a batch weighing as its
+    //    uses), and a mode given up keeps that rate until measured again: the moving average
+    //    of its last uses fell with one slow batch, put it far behind (kFarBehind) and kept it
+    //    from being measured again for ~2000 gets;
+    //  - a burst is judged on the recorded uses of its second half together (its first half is
+    //    a pipelined mechanism's warm-up: the double copy's ring);
+    //  - a sample slower than kOutlier times the average (in a burst, its fastest so far) counts
+    //    as that: one get that waited for a descheduled owner does not sink a mechanism.
     bool throughput = false;
   };
 
@@ -196,7 +201,12 @@ public:
         }
       }
     }
-    if (best != b.held) rebase(b, best);
+    if (best != b.held) {
+      // The mode given up is known by the steady rate it was judged on (Pace::throughput), not
+      // by its moving average's last few uses.
+      if (pace_.throughput && b.held >= 0 && b.steady > 0) b.rate[b.held] = b.steady;
+      rebase(b, best);
+    }
     b.held = best;
     // The first turn too, at random; soon after the warm-up when a mode rests on its warm-up
     // alone (warmup_only), at once when one's conditions changed (stale).
@@ -351,11 +361,12 @@ public:
       judged = b.burst_recorded[mode] >= kBurstSamples && b.burst_bytes[mode] > 0;
       if (judged) b.rate[mode] = b.burst_bytes[mode] / b.burst_seconds[mode];
     } else {
-      b.rate[mode] = time_average(b.rate[mode], per_byte, kWeight);
+      b.rate[mode] = time_average(b.rate[mode], per_byte, kWeight, uses);
     }
     b.samples[mode] += uses;
     if (mode == b.held)
-      b.steady = b.steady > 0 ? time_average(b.steady, per_byte, kSteadyWeight) : b.rate[mode];
+      b.steady = b.steady > 0 ? time_average(b.steady, per_byte, kThroughputSteadyWeight, uses)
+                              : b.rate[mode];
     if (judged && b.held >= 0 && mode != b.held) {
       b.basis[mode] = b.steady;
       b.remeasuring &= ~(1u << mode);
@@ -438,12 +449,15 @@ private:
   static constexpr double kSteadyWeight = 1.0 / 32;  // of a new sample in `steady`
   // Pace::throughput: a sample counts at most this many times the average's time per byte.
   static constexpr double kOutlier = 4.0;
-  // `rate` (bytes/s) moved toward a sample of `per_byte` seconds with `weight`, averaged as time
-  // per byte (Pace::throughput), the sample at most kOutlier times the average.
-  static double time_average(double rate, double per_byte, double weight) {
+  // Pace::throughput: a use's weight in `steady` (a window of 64 gets).
+  static constexpr double kThroughputSteadyWeight = 1.0 / 64;
+  // `rate` (bytes/s) moved toward `uses` samples of `per_byte` seconds, each with `weight`,
+  // averaged as time per byte (Pace::throughput), a sample at most kOutlier times the average.
+  static double time_average(double rate, double per_byte, double weight, std::uint32_t uses) {
     if (rate <= 0) return 1 / per_byte;
     const double avg = 1 / rate;
-    return 1 / (avg + weight * (std::min(per_byte, kOutlier * avg) - avg));
+    const double w = 1 - std::pow(1 - weight, static_cast<double>(uses));
+    return 1 / (avg + w * (std::min(per_byte, kOutlier * avg) - avg));
   }
 
   // record() of one use, without Pace::throughput.
@@ -672,7 +686,7 @@ private:
     int pick = -1;
     for (int m = 0; m < N; ++m)
       if (enabled(m) && rejudges(m) && m != best && b.samples[m] <= kWarmup &&
-          (b.remeasured >> m & 1) == 0 && b.rate[best] <= behind * b.rate[m] &&
+          (b.remeasured >> m & 1) == 0 && rate_of(b, best) <= behind * b.rate[m] &&
           (pick < 0 || b.rate[m] > b.rate[pick]))
         pick = m;
     return pick;

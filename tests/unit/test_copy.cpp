@@ -328,6 +328,47 @@ TEST(CopyChooser, StreamOfBatchedSplitGets_TheMechanismThatMovesMostHolds) {
       << uses[3];
 }
 
+// The same windows with each window's first batch of split gets two gets long and slow (4 us a
+// get: they wait for the sender to post), its other batches at 1.4 us a get (2.0 in one batch of
+// five), against the chunks at 1.5 us a get with every fourth at 2.6: the split copy's windows
+// take 1.6 us a get, the chunks' 1.8. Judged on a moving average of records, one a batch, the
+// slow first batch of each window pulled the split copy's below a burst of the chunks, which
+// took over, and the split copy's average of its last few batches kept it far behind until its
+// next far-apart turn: the chunks held 933 of the 2840 gets after the first 1000.
+TEST(CopyChooser, StreamOfBatchedSplitGets_AWindowsSlowFirstBatchDoesNotHandItOver) {
+  CopyChooser c;
+  const std::size_t bytes = std::size_t{32} << 10;
+  std::vector<int> uses(CopyChooser::kModes);
+  int batches = 0, streaming_n = 0, chunks_n = 0, total = 0;
+  for (int w = 0; w < 60; ++w) {
+    std::vector<Mode> picks;
+    for (int i = 0; i < 64; ++i) picks.push_back(c.choose(bytes));
+    bool first_batch = true;
+    for (std::size_t i = 0; i < picks.size();) {
+      const Mode m = picks[i];
+      const bool counted = total >= 1000;
+      std::size_t k = 1;
+      double us = 5.0;  // single
+      if (m == Mode::split) {
+        const std::size_t most = first_batch ? 2 : 16;
+        while (i + k < picks.size() && k < most && picks[i + k] == Mode::split) ++k;
+        us = first_batch ? 4.0 : ++batches % 5 == 0 ? 2.0 : 1.4;
+      }
+      if (m == Mode::streaming) us = ++streaming_n % 5 == 0 ? 4.0 : 1.5;
+      if (m == Mode::chunks) us = ++chunks_n % 4 == 0 ? 2.6 : 1.5;
+      c.record(m, bytes, us * 1e-6, CopyChooser::Traffic::stream, static_cast<std::uint32_t>(k));
+      if (counted) uses[static_cast<int>(m)] += static_cast<int>(k);
+      first_batch = false;
+      i += k;
+      total += static_cast<int>(k);
+    }
+  }
+  const int after = total - 1000;
+  EXPECT_GE(uses[static_cast<int>(Mode::split)], 0.85 * after)
+      << "single " << uses[0] << ", chunks " << uses[1] << ", split " << uses[2] << ", streaming "
+      << uses[3];
+}
+
 TEST(CopyChooser, FollowsAChangeOfPlacement) {
   CopyChooser c;
   run(c, {8e9, 4e9, 16e9, 6e9}, 1 << 20, 1000);
@@ -991,7 +1032,9 @@ TEST(CopyChooser, AWholeMachineSlowdownDoesNotMoveTheChoice) {
 
 // The held mechanism's speed moved by half or more since the others were last measured: the
 // conditions changed, and the others are measured again soon instead of at their turns (one
-// far behind only at every 8th of its turns, thousands of gets away).
+// far behind only at every 8th of its turns, thousands of gets away). (Its steady rate, a
+// stream's average over about a window of 64 gets, takes ~45 gets to show the change; then
+// soon is 16-31 gets.)
 TEST(CopyChooser, AFarChangeOfTheHeldRate_ReMeasuresTheOthersSoon) {
   CopyChooser c;
   const std::size_t bytes = 1 << 20;
@@ -1005,7 +1048,7 @@ TEST(CopyChooser, AFarChangeOfTheHeldRate_ReMeasuresTheOthersSoon) {
     return moved.of(m);
   });
   ASSERT_GE(first_chunk, 0) << "chunks never re-measured in 400 gets";
-  EXPECT_LE(first_chunk, 120);
+  EXPECT_LE(first_chunk, 150);
   const auto later = run(c, moved, bytes, 1000);
   EXPECT_GE(later[1], 900) << "chunks took over";
 }
