@@ -51,6 +51,15 @@ public:
     // Smaller uses, which would need more, keep 2 x `burst`: a longer burst that still ends
     // before the warm-up does costs more and measures no better.
     int burst_most = 0;
+    // The modes whose bursts grow with burst_bytes and burst_most (bit m for mode m); the others'
+    // are `burst` long: a mechanism that is not pipelined is measured as well in a few uses.
+    unsigned long_burst_modes = ~0u;
+    // Whether the turns to re-measure come `period` x (burst length at the size / `burst`) uses
+    // apart on average, so that bursts made longer by burst_bytes take no larger a share of the
+    // uses than bursts of `burst` in `period`: 32 KiB gets in a stream, bursts of 33 every 256
+    // gets on average were an eighth of all gets, through mechanisms up to 1.5x slower than the
+    // held one (cores far apart: windows through the chooser at 0.85 of the split copy forced).
+    bool turns_by_burst = false;
     // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
     // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
     // costs one more burst per size class, early in a run (node-shared allreduce, bcast and
@@ -239,10 +248,10 @@ public:
       }
       if (const int m = pace_.judge_alike ? drifted(b, best) : -1; m >= 0) {
         b.remeasuring |= 1u << m;
-        b.next_explore = drifted(b, best) >= 0 ? soon(b.uses) : next_turn(b.uses);
+        b.next_explore = drifted(b, best) >= 0 ? soon(b.uses) : next_turn(b.uses, bytes);
         return start_burst(b, m, bytes);
       }
-      b.next_explore = next_turn(b.uses);
+      b.next_explore = next_turn(b.uses, bytes);
       for (int k = 0; k < N - 1; ++k) {
         const int m = (best + 1 + (turn + k) % (N - 1)) % N;
         if (!enabled(m) || m == best) continue;
@@ -641,8 +650,9 @@ private:
   int start_burst(Bucket& b, int m, std::size_t bytes) const {
     ++b.bursts[m];
     b.explore_mode = m;
-    b.burst_len[m] = static_cast<std::uint32_t>(burst_of(bytes));
-    b.explore_left = burst_of(bytes) - 1;
+    const int len = (pace_.long_burst_modes >> m & 1) != 0 ? burst_of(bytes) : pace_.burst;
+    b.burst_len[m] = static_cast<std::uint32_t>(len);
+    b.explore_left = len - 1;
     return m;
   }
 
@@ -703,7 +713,7 @@ private:
   // counted from `from` uses.
   std::uint64_t next_after(const Bucket& b, int best, std::size_t bytes, std::uint64_t from) {
     if (stale(b, best) >= 0) return b.uses;
-    return warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(from);
+    return warmup_only(b, best, bytes) >= 0 ? soon(b.uses) : next_turn(from, bytes);
   }
   // Whether Pace::initial is still held (or first taken up) because an enabled mode has no
   // measurement yet (choose() asks once every mode's warm-up has begun), within
@@ -727,8 +737,11 @@ private:
     return uses + period / 16 + next_random() % (period / 16);
   }
 
-  std::uint64_t next_turn(std::uint64_t uses) {
-    const std::uint64_t period = std::max<std::uint64_t>(pace_.period, 1);
+  std::uint64_t next_turn(std::uint64_t uses, std::size_t bytes) {
+    std::uint64_t period = std::max<std::uint64_t>(pace_.period, 1);
+    if (pace_.turns_by_burst && pace_.burst > 0)
+      period = period * static_cast<std::uint64_t>(std::max(burst_of(bytes), pace_.burst)) /
+               static_cast<std::uint64_t>(pace_.burst);
     return uses + period / 2 + next_random() % period;
   }
 

@@ -58,8 +58,14 @@ public:
   // a batch of split gets as one measurement: judged get by get as rates, streaming stores or
   // the chunks held 32 KiB rendezvous windows at 13-18 GB/s in most runs with the cores far
   // apart, where the split copy ran them at 20-23 (windows of 64 traced get by get). With it,
-  // bandwidth of 32 and 64 KiB by rendezvous (eager_threshold 16384) ran 1.09 and 1.06 times as
-  // fast (8 interleaved pairs, far).
+  // bandwidth of 32 and 64 KiB by rendezvous (eager_threshold 16384) ran 1.12 and 1.04 times as
+  // fast (16 interleaved pairs, far). In a stream the single copy, which is not pipelined, is
+  // re-measured in bursts of 4 (Pace::long_burst_modes), and the turns come further apart as
+  // the others' bursts grow (Pace::turns_by_burst): bursts of 33 gets of 32 KiB every 256 on
+  // average were an eighth of the gets, and with the cores at mid distance windows through the
+  // chooser ran at 0.80 of the split copy forced (0.82 after the change above). With both,
+  // 1.25 and 1.09 times as fast as before either (12 pairs, far), level with the split copy
+  // forced (0.99).
 
   // What else the pair is doing when a get starts; each kind is chosen and judged apart.
   //  - stream: other gets of this direction running or waiting (a bandwidth window).
@@ -146,6 +152,8 @@ private:
             .hysteresis = 0.10,
             .burst_bytes = 1 << 20,
             .burst_most = alone ? 0 : 40,
+            .long_burst_modes = stream ? ~(1u << static_cast<int>(Mode::single)) : ~0u,
+            .turns_by_burst = stream,
             .rejudge_warmup = true,
             .initial = enabled >> static_cast<int>(initial) & 1 ? static_cast<int>(initial) : -1,
             .judge_alike = true,
