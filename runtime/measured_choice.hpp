@@ -4,8 +4,8 @@
 // that moves cache lines from core to core wins by 2-3x; with them far apart the same line
 // traffic collapses it and another mechanism wins. Per power-of-two size class it keeps the
 // throughput each enabled mechanism achieved (a moving average for the one in use, its latest
-// burst's median for the others), uses the fastest, and now and then re-measures the others
-// in a short burst.
+// burst's median for the others, or with Pace::throughput their bytes over their time), uses
+// the fastest, and now and then re-measures the others in a short burst.
 // Pure: fed sizes and durations, it never reads a clock (unit tests drive it with synthetic
 // rates: tests/unit/test_copy.cpp).
 #pragma once
@@ -54,11 +54,15 @@ public:
     // The modes whose bursts grow with burst_bytes and burst_most (bit m for mode m); the others'
     // are `burst` long: a mechanism that is not pipelined is measured as well in a few uses.
     unsigned long_burst_modes = ~0u;
-    // Whether the turns to re-measure come `period` x (burst length at the size / `burst`) uses
-    // apart on average, so that bursts made longer by burst_bytes take no larger a share of the
-    // uses than bursts of `burst` in `period`: 32 KiB gets in a stream, bursts of 33 every 256
-    // gets on average were an eighth of all gets, through mechanisms up to 1.5x slower than the
-    // held one (cores far apart: windows through the chooser at 0.85 of the split copy forced).
+    // Whether the ordinary turns to re-measure come `period` x (burst length at the size /
+    // `burst`) uses apart on average, so that bursts made longer by burst_bytes take no larger a
+    // share of the uses than bursts of `burst` in `period`: 32 KiB gets in a stream, bursts of
+    // 33 every 256 gets on average were an eighth of all gets, through mechanisms up to 1.5x
+    // slower than the held one (cores far apart: windows through the chooser at 0.85 of the
+    // split copy forced; at mid distance 0.82). The bursts that come sooner than a turn (after
+    // the warm-up, on a drift of the held mode's rate, to confirm a faster one) are not spaced
+    // out; a mode far behind (kFarBehind) waits for every kFarBehindTurns-th of its turns, some
+    // 17000 gets of 32 KiB.
     bool turns_by_burst = false;
     // Whether a mode needs a burst past its warm-up before it can be judged far behind (see
     // kFarBehind): for mechanisms whose warm-up is far slower than their steady speed. It
@@ -145,9 +149,11 @@ public:
     //    of its last uses fell with one slow batch, put it far behind (kFarBehind) and kept it
     //    from being measured again for ~2000 gets;
     //  - a burst is judged on the recorded uses of its second half together (its first half is
-    //    a pipelined mechanism's warm-up: the double copy's ring);
+    //    a pipelined mechanism's warm-up: the double copy's ring) where that half has
+    //    kThroughputUses uses, else on the median of its last three uses as without this;
     //  - a sample slower than kOutlier times the average (in a burst, its fastest so far) counts
-    //    as that: one get that waited for a descheduled owner does not sink a mechanism.
+    //    as that: one get that waited for a descheduled owner costs a 16-use half at most a
+    //    fifth of its rate, not the mechanism its turn.
     bool throughput = false;
   };
 
@@ -345,9 +351,9 @@ public:
       b.last_mode = mode;
       b.burst_n[mode] = 0;  // a new run of this mode's uses: a new burst
       b.burst_bytes[mode] = b.burst_seconds[mode] = b.burst_fastest[mode] = 0;
-      b.burst_recorded[mode] = 0;
+      b.burst_recorded[mode] = b.burst_late[mode] = 0;
       if (uses == 1) return;
-      --uses;  // the first of the batch is left out, as a first use alone is
+      --uses;  // a batch counts one use fewer, as a first use alone is not counted
     }
     const double per_byte = seconds / static_cast<double>(std::max<std::size_t>(bytes, 1));
     const double rate = 1 / per_byte;
@@ -356,19 +362,30 @@ public:
       b.rate[mode] = std::max(b.rate[mode], rate);
     } else if (b.held >= 0 && mode != b.held && pace_.burst > kBurstSamples) {
       // The bytes over the time of the burst's second half (by uses recorded), each sample at
-      // most kOutlier times the fastest's time.
+      // most kOutlier times the fastest's time, once that half has kThroughputUses uses; until
+      // then (short bursts, or one resumed after another mode's use) the median of its last
+      // kBurstSamples uses, a batch's uses each a sample: two or three uses over their time,
+      // one of them a get that waited for a descheduled owner, would sink a mechanism.
       const std::uint32_t from = b.burst_recorded[mode];
       b.burst_recorded[mode] += uses;
       const std::uint32_t half = (b.burst_len[mode] > 1 ? b.burst_len[mode] - 1 : 0) / 2;
       const std::uint32_t late =
           b.burst_recorded[mode] - std::max(from, std::min(half, b.burst_recorded[mode]));
+      b.burst_late[mode] += late;
       double& fastest = b.burst_fastest[mode];
       fastest = fastest > 0 ? std::min(fastest, per_byte) : per_byte;
       const double moved = static_cast<double>(late) * static_cast<double>(bytes);
       b.burst_bytes[mode] += moved;
       b.burst_seconds[mode] += moved * std::min(per_byte, kOutlier * fastest);
-      judged = b.burst_recorded[mode] >= kBurstSamples && b.burst_bytes[mode] > 0;
-      if (judged) b.rate[mode] = b.burst_bytes[mode] / b.burst_seconds[mode];
+      double median = 0;
+      for (std::uint32_t i = 0; i < std::min<std::uint32_t>(uses, kBurstSamples); ++i)
+        median = burst_median(b, mode, rate, judged);
+      if (b.burst_late[mode] >= kThroughputUses) {
+        judged = true;
+        b.rate[mode] = b.burst_bytes[mode] / b.burst_seconds[mode];
+      } else if (judged) {
+        b.rate[mode] = median;
+      }
     } else {
       b.rate[mode] = time_average(b.rate[mode], per_byte, kWeight, uses);
     }
@@ -432,7 +449,7 @@ public:
   }
 
   // The bytes per second `mode` achieved at this size (0: not measured): a moving average
-  // while in use, else its latest burst's median.
+  // while in use, else its latest burst's median (Pace::throughput: see there).
   double rate(int mode, std::size_t bytes) { return bucket(bytes).rate[mode]; }
 
 private:
@@ -460,6 +477,10 @@ private:
   static constexpr double kOutlier = 4.0;
   // Pace::throughput: a use's weight in `steady` (a window of 64 gets).
   static constexpr double kThroughputSteadyWeight = 1.0 / 64;
+  // Pace::throughput: uses of a burst's second half from which it is judged on their bytes over
+  // their time (a burst of 33 gets of 32 KiB has 16; one of 17 gets of 64 KiB, 8, is judged on
+  // the median of its last three uses, as bursts are without Pace::throughput).
+  static constexpr std::uint32_t kThroughputUses = 16;
   // `rate` (bytes/s) moved toward `uses` samples of `per_byte` seconds, each with `weight`,
   // averaged as time per byte (Pace::throughput), a sample at most kOutlier times the average.
   static double time_average(double rate, double per_byte, double weight, std::uint32_t uses) {
@@ -526,6 +547,7 @@ private:
     std::array<double, N> burst_bytes{}, burst_seconds{}, burst_fastest{};
     std::array<std::uint32_t, N> burst_len{};       // uses the latest burst was started for
     std::array<std::uint32_t, N> burst_recorded{};  // uses recorded in this run of the mode
+    std::array<std::uint32_t, N> burst_late{};      // of them in its burst's second half
     std::array<std::uint32_t, N> samples{};
     std::array<std::uint32_t, N> started{};  // uses begun during warm-up
     std::array<std::uint32_t, N> passed{};  // turns a far-behind mode was not re-measured

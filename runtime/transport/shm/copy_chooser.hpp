@@ -63,7 +63,7 @@ public:
   // re-measured in bursts of 4 (Pace::long_burst_modes), and the turns come further apart as
   // the others' bursts grow (Pace::turns_by_burst): bursts of 33 gets of 32 KiB every 256 on
   // average were an eighth of the gets, and with the cores at mid distance windows through the
-  // chooser ran at 0.80 of the split copy forced (0.82 after the change above). With both,
+  // chooser ran at 0.84 of the split copy forced (0.82 after the change above). With both,
   // 1.25 and 1.09 times as fast as before either (12 pairs, far), level with the split copy
   // forced (0.99).
 
