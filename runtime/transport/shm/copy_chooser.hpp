@@ -65,7 +65,9 @@ public:
   // average were an eighth of the gets, and with the cores at mid distance windows through the
   // chooser ran at 0.84 of the split copy forced (0.82 after the change above). With both,
   // 1.25 and 1.09 times as fast as before either (12 pairs, far), level with the split copy
-  // forced (0.99).
+  // forced (0.99); with bursts shorter than 33 gets judged on their median again (one stalled
+  // get in a burst of 4 otherwise sank a mechanism), 1.14 and 1.09 (0.98 and 0.96 of the split
+  // copy forced), 1 MiB 1.02.
 
   // What else the pair is doing when a get starts; each kind is chosen and judged apart.
   //  - stream: other gets of this direction running or waiting (a bandwidth window).
