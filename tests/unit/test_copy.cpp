@@ -315,6 +315,42 @@ TEST(CopyChooser, StreamOfSmallGets_TheChunksJudgedOnceTheirRingIsWarm) {
   EXPECT_GE(uses[1], 2800) << "the chunks hold, once measured warm";
 }
 
+// Windows of 64 stream gets of 32 KiB through `c`: the picks of a window are made first (as its
+// gets are posted), then recorded in order, consecutive split gets in batches of up to 16 (the
+// window's first batch up to `first_batch_most`) as one record each. `split_us(first)` gives a
+// batch's time per get (first: the window's first batch); `other_us(m)` a get's by mode m. Returns
+// the gets each mode served after the first 1000, and their number.
+template <class SplitUs, class OtherUs>
+std::pair<std::vector<int>, int> stream_windows(CopyChooser& c, std::size_t first_batch_most,
+                                                SplitUs&& split_us, OtherUs&& other_us) {
+  const std::size_t bytes = std::size_t{32} << 10;
+  std::vector<int> uses(CopyChooser::kModes);
+  int total = 0;
+  for (int w = 0; w < 60; ++w) {
+    std::vector<Mode> picks;
+    for (int i = 0; i < 64; ++i) picks.push_back(c.choose(bytes));
+    bool first = true;
+    for (std::size_t i = 0; i < picks.size();) {
+      const Mode m = picks[i];
+      std::size_t k = 1;
+      double us = 0;
+      if (m == Mode::split) {
+        const std::size_t most = first ? first_batch_most : 16;
+        while (i + k < picks.size() && k < most && picks[i + k] == Mode::split) ++k;
+        us = split_us(first);
+      } else {
+        us = other_us(m);
+      }
+      c.record(m, bytes, us * 1e-6, CopyChooser::Traffic::stream, static_cast<std::uint32_t>(k));
+      if (total >= 1000) uses[static_cast<int>(m)] += static_cast<int>(k);
+      first = false;
+      i += k;
+      total += static_cast<int>(k);
+    }
+  }
+  return {uses, total - 1000};
+}
+
 // Gets in a stream are judged on what they move over their time (MeasuredChoice::Pace::
 // throughput). Windows of 64 gets of 32 KiB as measured with the cores far apart: the split
 // copy records a batch of up to 16 gets at a time, 1.5 us a get (2.4 in one batch of five);
@@ -325,34 +361,14 @@ TEST(CopyChooser, StreamOfSmallGets_TheChunksJudgedOnceTheirRingIsWarm) {
 // stores held 92 % instead.
 TEST(CopyChooser, StreamOfBatchedSplitGets_TheMechanismThatMovesMostHolds) {
   CopyChooser c;
-  const std::size_t bytes = std::size_t{32} << 10;
-  std::vector<int> uses(CopyChooser::kModes);
-  int batches = 0, streaming_n = 0, chunks_n = 0, total = 0;
-  for (int w = 0; w < 60; ++w) {
-    std::vector<Mode> picks;
-    for (int i = 0; i < 64; ++i) picks.push_back(c.choose(bytes));
-    for (std::size_t i = 0; i < picks.size();) {
-      const Mode m = picks[i];
-      if (total >= 1000) ++uses[static_cast<int>(m)];
-      if (m == Mode::split) {
-        std::size_t k = 1;
-        while (i + k < picks.size() && k < 16 && picks[i + k] == Mode::split) ++k;
-        if (total >= 1000) uses[static_cast<int>(m)] += static_cast<int>(k) - 1;
-        const double us = ++batches % 5 == 0 ? 2.4 : 1.5;
-        c.record(m, bytes, us * 1e-6, CopyChooser::Traffic::stream, static_cast<std::uint32_t>(k));
-        i += k;
-        total += static_cast<int>(k);
-        continue;
-      }
-      double us = 5.0;  // single
-      if (m == Mode::streaming) us = ++streaming_n % 5 == 0 ? 5.0 : 1.3;
-      if (m == Mode::chunks) us = ++chunks_n % 4 == 0 ? 4.0 : 1.6;
-      c.record(m, bytes, us * 1e-6);
-      ++i;
-      ++total;
-    }
-  }
-  const int after = total - 1000;
+  int batches = 0, streaming_n = 0, chunks_n = 0;
+  const auto [uses, after] = stream_windows(
+      c, 16, [&](bool) { return ++batches % 5 == 0 ? 2.4 : 1.5; },
+      [&](Mode m) {
+        if (m == Mode::streaming) return ++streaming_n % 5 == 0 ? 5.0 : 1.3;
+        if (m == Mode::chunks) return ++chunks_n % 4 == 0 ? 4.0 : 1.6;
+        return 5.0;  // single
+      });
   EXPECT_GE(uses[static_cast<int>(Mode::split)], 0.8 * after)
       << "single " << uses[0] << ", chunks " << uses[1] << ", split " << uses[2] << ", streaming "
       << uses[3];
@@ -367,33 +383,16 @@ TEST(CopyChooser, StreamOfBatchedSplitGets_TheMechanismThatMovesMostHolds) {
 // next far-apart turn: the chunks held 933 of the 2840 gets after the first 1000.
 TEST(CopyChooser, StreamOfBatchedSplitGets_AWindowsSlowFirstBatchDoesNotHandItOver) {
   CopyChooser c;
-  const std::size_t bytes = std::size_t{32} << 10;
-  std::vector<int> uses(CopyChooser::kModes);
-  int batches = 0, streaming_n = 0, chunks_n = 0, total = 0;
-  for (int w = 0; w < 60; ++w) {
-    std::vector<Mode> picks;
-    for (int i = 0; i < 64; ++i) picks.push_back(c.choose(bytes));
-    bool first_batch = true;
-    for (std::size_t i = 0; i < picks.size();) {
-      const Mode m = picks[i];
-      const bool counted = total >= 1000;
-      std::size_t k = 1;
-      double us = 5.0;  // single
-      if (m == Mode::split) {
-        const std::size_t most = first_batch ? 2 : 16;
-        while (i + k < picks.size() && k < most && picks[i + k] == Mode::split) ++k;
-        us = first_batch ? 4.0 : ++batches % 5 == 0 ? 2.0 : 1.4;
-      }
-      if (m == Mode::streaming) us = ++streaming_n % 5 == 0 ? 4.0 : 1.5;
-      if (m == Mode::chunks) us = ++chunks_n % 4 == 0 ? 2.6 : 1.5;
-      c.record(m, bytes, us * 1e-6, CopyChooser::Traffic::stream, static_cast<std::uint32_t>(k));
-      if (counted) uses[static_cast<int>(m)] += static_cast<int>(k);
-      first_batch = false;
-      i += k;
-      total += static_cast<int>(k);
-    }
-  }
-  const int after = total - 1000;
+  int batches = 0, streaming_n = 0, chunks_n = 0;
+  const auto [uses, after] = stream_windows(
+      c, 2, [&](bool first) { return first                ? 4.0
+                                     : ++batches % 5 == 0 ? 2.0
+                                                          : 1.4; },
+      [&](Mode m) {
+        if (m == Mode::streaming) return ++streaming_n % 5 == 0 ? 4.0 : 1.5;
+        if (m == Mode::chunks) return ++chunks_n % 4 == 0 ? 2.6 : 1.5;
+        return 5.0;  // single
+      });
   EXPECT_GE(uses[static_cast<int>(Mode::split)], 0.85 * after)
       << "single " << uses[0] << ", chunks " << uses[1] << ", split " << uses[2] << ", streaming "
       << uses[3];
