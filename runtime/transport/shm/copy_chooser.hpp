@@ -25,7 +25,8 @@ public:
   static constexpr unsigned kChunkModes = 1u << 1 | 1u << 3;  // without cross-memory attach
 
   // Chooses among the modes whose bit is set in `enabled` (bit m for Mode m). A burst in
-  // about every 256 gets re-measures another mechanism, judged on its last three gets: 4
+  // about every 256 gets (in a stream, 256 x its length / 4) re-measures another mechanism,
+  // judged on its last three gets (in a stream, a long one on its second half's throughput): 4
   // gets, or as many as move 1 MiB after the first, up to 8; in a stream or both ways, where
   // the 7 after the first of 8 move less than half of that, as many as move it if at most 40
   // do, else 8 (Pace::burst_most). The double copy is pipelined, and its first gets after
