@@ -315,14 +315,22 @@ TEST(CopyChooser, StreamOfSmallGets_TheChunksJudgedOnceTheirRingIsWarm) {
   EXPECT_GE(uses[1], 2800) << "the chunks hold, once measured warm";
 }
 
-// Windows of 64 stream gets of 32 KiB through `c`: the picks of a window are made first (as its
-// gets are posted), then recorded in order, consecutive split gets in batches of up to 16 (the
-// window's first batch up to `first_batch_most`) as one record each. `split_us(first)` gives a
-// batch's time per get (first: the window's first batch); `other_us(m)` a get's by mode m. Returns
-// the gets each mode served after the first 1000, and their number.
-template <class SplitUs, class OtherUs>
-std::pair<std::vector<int>, int> stream_windows(CopyChooser& c, std::size_t first_batch_most,
-                                                SplitUs&& split_us, OtherUs&& other_us) {
+// A get's time (us) that is `slow` every `every`-th time and `fast` otherwise.
+struct Periodic {
+  int every;
+  double slow, fast;
+  int n = 0;
+  double next() { return ++n % every == 0 ? slow : fast; }
+};
+
+// Windows of 64 stream gets of 32 KiB through a chooser: the picks of a window are made first (as
+// its gets are posted), then recorded in order, consecutive split gets in batches of up to 16 as
+// one record each, at `split`'s time per get; where `first_us` > 0 a window's first batch is of
+// at most 2 gets at that time. The single copy takes 5 us a get. Expects the split copy to serve
+// at least `share` of the gets after the first 1000.
+void expect_split_holds(Periodic split, Periodic streaming, Periodic chunks, double first_us,
+                        double share) {
+  CopyChooser c;
   const std::size_t bytes = std::size_t{32} << 10;
   std::vector<int> uses(CopyChooser::kModes);
   int total = 0;
@@ -333,14 +341,15 @@ std::pair<std::vector<int>, int> stream_windows(CopyChooser& c, std::size_t firs
     for (std::size_t i = 0; i < picks.size();) {
       const Mode m = picks[i];
       std::size_t k = 1;
-      double us = 0;
+      double us = 5.0;  // single
       if (m == Mode::split) {
-        const std::size_t most = first ? first_batch_most : 16;
-        while (i + k < picks.size() && k < most && picks[i + k] == Mode::split) ++k;
-        us = split_us(first);
-      } else {
-        us = other_us(m);
+        const bool slow_first = first && first_us > 0;
+        while (i + k < picks.size() && k < (slow_first ? 2u : 16u) && picks[i + k] == Mode::split)
+          ++k;
+        us = slow_first ? first_us : split.next();
       }
+      if (m == Mode::streaming) us = streaming.next();
+      if (m == Mode::chunks) us = chunks.next();
       c.record(m, bytes, us * 1e-6, CopyChooser::Traffic::stream, static_cast<std::uint32_t>(k));
       if (total >= 1000) uses[static_cast<int>(m)] += static_cast<int>(k);
       first = false;
@@ -348,7 +357,9 @@ std::pair<std::vector<int>, int> stream_windows(CopyChooser& c, std::size_t firs
       total += static_cast<int>(k);
     }
   }
-  return {uses, total - 1000};
+  EXPECT_GE(uses[static_cast<int>(Mode::split)], share * (total - 1000))
+      << "single " << uses[0] << ", chunks " << uses[1] << ", split " << uses[2] << ", streaming "
+      << uses[3];
 }
 
 // Gets in a stream are judged on what they move over their time (MeasuredChoice::Pace::
@@ -360,18 +371,7 @@ std::pair<std::vector<int>, int> stream_windows(CopyChooser& c, std::size_t firs
 // rates, with a batch counted as 16 samples and a burst judged on its last three, streaming
 // stores held 92 % instead.
 TEST(CopyChooser, StreamOfBatchedSplitGets_TheMechanismThatMovesMostHolds) {
-  CopyChooser c;
-  int batches = 0, streaming_n = 0, chunks_n = 0;
-  const auto [uses, after] = stream_windows(
-      c, 16, [&](bool) { return ++batches % 5 == 0 ? 2.4 : 1.5; },
-      [&](Mode m) {
-        if (m == Mode::streaming) return ++streaming_n % 5 == 0 ? 5.0 : 1.3;
-        if (m == Mode::chunks) return ++chunks_n % 4 == 0 ? 4.0 : 1.6;
-        return 5.0;  // single
-      });
-  EXPECT_GE(uses[static_cast<int>(Mode::split)], 0.8 * after)
-      << "single " << uses[0] << ", chunks " << uses[1] << ", split " << uses[2] << ", streaming "
-      << uses[3];
+  expect_split_holds({5, 2.4, 1.5}, {5, 5.0, 1.3}, {4, 4.0, 1.6}, 0, 0.8);
 }
 
 // The same windows with each window's first batch of split gets two gets long and slow (4 us a
@@ -382,20 +382,7 @@ TEST(CopyChooser, StreamOfBatchedSplitGets_TheMechanismThatMovesMostHolds) {
 // took over, and the split copy's average of its last few batches kept it far behind until its
 // next far-apart turn: the chunks held 933 of the 2840 gets after the first 1000.
 TEST(CopyChooser, StreamOfBatchedSplitGets_AWindowsSlowFirstBatchDoesNotHandItOver) {
-  CopyChooser c;
-  int batches = 0, streaming_n = 0, chunks_n = 0;
-  const auto [uses, after] = stream_windows(
-      c, 2, [&](bool first) { return first                ? 4.0
-                                     : ++batches % 5 == 0 ? 2.0
-                                                          : 1.4; },
-      [&](Mode m) {
-        if (m == Mode::streaming) return ++streaming_n % 5 == 0 ? 4.0 : 1.5;
-        if (m == Mode::chunks) return ++chunks_n % 4 == 0 ? 2.6 : 1.5;
-        return 5.0;  // single
-      });
-  EXPECT_GE(uses[static_cast<int>(Mode::split)], 0.85 * after)
-      << "single " << uses[0] << ", chunks " << uses[1] << ", split " << uses[2] << ", streaming "
-      << uses[3];
+  expect_split_holds({5, 2.0, 1.4}, {5, 4.0, 1.5}, {4, 2.6, 1.5}, 4.0, 0.85);
 }
 
 // In a long burst of a stream (33 gets of 32 KiB, judged on the bytes over the time of its
