@@ -486,7 +486,8 @@ private:
   static double time_average(double rate, double per_byte, double weight, std::uint32_t uses) {
     if (rate <= 0) return 1 / per_byte;
     const double avg = 1 / rate;
-    const double w = 1 - std::pow(1 - weight, static_cast<double>(uses));
+    // (No pow for a single use: records come once a get.)
+    const double w = uses == 1 ? weight : 1 - std::pow(1 - weight, static_cast<double>(uses));
     return 1 / (avg + w * (std::min(per_byte, kOutlier * avg) - avg));
   }
 
