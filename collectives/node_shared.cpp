@@ -1295,6 +1295,16 @@ private:
   // Between the chunks and the direct path alone (an allreduce, a floating reduce) nothing is
   // favoured: the direct reduce of 128 KiB, 2 ranks near, ran at 12.7-13.0 us against the
   // chunks' 14.5-15.2 (OpenMPI 12.4), and the favour held the chunks.
+  // Where the chunks are favoured, the cached chunks are re-measured soon only if their warm-up
+  // came within 1.3x of the best path's rate (not 2x, Pace::warmup_behind's default). Far apart
+  // the streaming chunks hold, and the cached ones' warm-up was not slower than their steady
+  // speed but faster (allgather of 1 MiB, 2 ranks: 97-129 us a call against the streaming
+  // chunks' 61, and 205-227 in the burst soon after it, 4 calls among the benchmark's 50 timed
+  // ones: 74-78 us a call with the burst, 68-72 without). Interleaved, 10 pairs far: allgather
+  // 256 KiB 0.79, 1 MiB 0.87 of the time before (64 KiB, 4 MiB and the alltoall's 0.95-1.05).
+  // Not measured with the cores near, where the cached chunks may be the faster: there a warm-up
+  // of theirs 1.3-2x behind now waits for its turn, 32-96 calls on.
+  static constexpr double kChunksWarmupBehind = 1.3;
   PathTimes::Pace path_pace(unsigned enabled) const {
     const bool nodeshared_only = own_cores_ && !(enabled >> kP2pPath & 1);
     const bool favour_chunks =
@@ -1306,6 +1316,7 @@ private:
             .hysteresis = 0.05,
             .rejudge_warmup = !nodeshared_only,
             .rejudge_modes = 1u << kShmPath | (favour_chunks ? 0u : 1u << kP2pPath),
+            .warmup_behind = favour_chunks ? kChunksWarmupBehind : 2.0,
             .warm_from_neighbour = nodeshared_only};
   }
   // The paths open to calls of index i: `enabled`, and kStreamPath beside kShmPath where both

@@ -73,6 +73,9 @@ public:
     // The modes rejudge_warmup applies to (bit m for mode m): those whose warm-up is slower
     // than their steady speed. The others are judged on their warm-up as without it.
     unsigned rejudge_modes = ~0u;
+    // How far behind the best a mode's warm-up may have run and still be re-measured soon
+    // (warmup_only): within this factor of the best's rate (below Pace::burst_bytes).
+    double warmup_behind = 2.0;
     // Bursts a mode needs before it can be judged far behind (kFarBehind; 0: none, and with
     // rejudge_warmup one). With 2, one burst that fell in a run's slow start does not condemn it.
     // For uses far more numerous than the turns (eager payloads), where one more burst costs
@@ -702,7 +705,7 @@ private:
   // 13.5-15 forced). Any such mode only for uses smaller than Pace::burst_bytes (when set),
   // whose warm-up moves less than a pipeline warms up over: at 4 MiB, three early bursts of
   // slower mechanisms cost a benchmark's run of ~100 gets 10-15 % of its latency. Nor for a mode
-  // whose warm-up ran at less than 1 / kWarmupBehind of the best's: the double copy's at 256 KiB
+  // whose warm-up ran at less than 1 / Pace::warmup_behind of the best's: the double copy's at 256 KiB
   // with the cores near ran at 1.2-1.8 times the time of the best one's, with them far apart (where
   // it stays slower) at 2-2.5, and early bursts of such modes cost 512 KiB ping-pongs 10 % there
   // (interleaved, 7 pairs); they wait for their turns. From Pace::burst_bytes on, only a mode whose
@@ -711,11 +714,10 @@ private:
   // MiB gets, cores far apart, a ping-pong then a bandwidth window in one run: streaming stores
   // into the chunks held at 31 GB/s on a warm-up of 31.2 against the split copy's 28.9, where the
   // split copy runs at 36-43 in the windows; 3 runs of 6).
-  static constexpr double kWarmupBehind = 2.0;
   int warmup_only(const Bucket& b, int best, std::size_t bytes) const {
     if (!pace_.rejudge_warmup) return -1;
     const bool large = pace_.burst_bytes != 0 && bytes >= pace_.burst_bytes;
-    const double behind = large ? 1 + pace_.hysteresis : kWarmupBehind;
+    const double behind = large ? 1 + pace_.hysteresis : pace_.warmup_behind;
     int pick = -1;
     for (int m = 0; m < N; ++m)
       if (enabled(m) && rejudges(m) && m != best && b.samples[m] <= kWarmup &&

@@ -788,6 +788,34 @@ TEST(MeasuredChoice, RejudgeModes_OthersJudgedOnTheirWarmup) {
   }
 }
 
+// Pace::warmup_behind: a mode whose warm-up ran slower than the best's by more than it waits for
+// its turn; within it, it is re-measured soon. The chunks with cached stores of an allgather of
+// 1 MiB, 2 ranks far apart: a warm-up of 97-129 us a call against the streaming chunks' 61 held,
+// and 205-227 when re-measured (1.59x behind: a burst with the factor at 2, none at 1.3). Mode 1
+// held at 10 GB/s, mode 0's warm-up at 6.3 (1.59x behind) and 8.3 (1.2x).
+TEST(MeasuredChoice, WarmupBehind_HowFarAWarmupMayTrailAndBeRemeasuredSoon) {
+  for (const double behind : {2.0, 1.3})
+    for (const double warm : {6.3e9, 8.3e9}) {
+      rmp::rt::MeasuredChoice<2> c(0b11, {.period = 64,
+                                          .burst = 4,
+                                          .hysteresis = 0.05,
+                                          .rejudge_warmup = true,
+                                          .warmup_behind = behind});
+      const std::size_t bytes = 1 << 20;
+      int used[2] = {0, 0};
+      for (int i = 0; i < 24; ++i) {  // past soon()'s latest (period / 8 uses after the warm-up)
+        const int m = c.choose(bytes);
+        const double rate = m == 1 ? 10e9 : (used[0] < 4 ? warm : 4.8e9);
+        ++used[m];
+        c.record(m, bytes, static_cast<double>(bytes) / rate);
+      }
+      const bool soon = 10e9 <= behind * warm;
+      EXPECT_EQ(used[0], soon ? 4 + 4 : 4)
+          << "mode 0: warm-up" << (soon ? " and a burst" : " alone") << "; warm-up at " << warm
+          << ", warmup_behind " << behind;
+    }
+}
+
 // The node-shared path choice of an allgather of 1 MiB, 2 ranks, cores far apart, with its pace
 // (node_shared.cpp: path_pace, the chunks favoured by 15 %, re-measured soon after their warm-up):
 // the chunks with cached stores at 500-900 us a call, point-to-point at 100, the direct path at
