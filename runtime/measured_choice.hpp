@@ -705,15 +705,15 @@ private:
   // 13.5-15 forced). Any such mode only for uses smaller than Pace::burst_bytes (when set),
   // whose warm-up moves less than a pipeline warms up over: at 4 MiB, three early bursts of
   // slower mechanisms cost a benchmark's run of ~100 gets 10-15 % of its latency. Nor for a mode
-  // whose warm-up ran at less than 1 / Pace::warmup_behind of the best's: the double copy's at 256 KiB
-  // with the cores near ran at 1.2-1.8 times the time of the best one's, with them far apart (where
-  // it stays slower) at 2-2.5, and early bursts of such modes cost 512 KiB ping-pongs 10 % there
-  // (interleaved, 7 pairs); they wait for their turns. From Pace::burst_bytes on, only a mode whose
-  // warm-up came within the hysteresis of the best's is re-measured soon: there the warm-up ranks
-  // two close mechanisms by chance, and the one it put second waited for its turn, 256 gets away (1
-  // MiB gets, cores far apart, a ping-pong then a bandwidth window in one run: streaming stores
-  // into the chunks held at 31 GB/s on a warm-up of 31.2 against the split copy's 28.9, where the
-  // split copy runs at 36-43 in the windows; 3 runs of 6).
+  // whose warm-up ran at less than 1 / Pace::warmup_behind of the best's: the double copy's at 256
+  // KiB with the cores near ran at 1.2-1.8 times the time of the best one's, with them far apart
+  // (where it stays slower) at 2-2.5, and early bursts of such modes cost 512 KiB ping-pongs 10 %
+  // there (interleaved, 7 pairs); they wait for their turns. From Pace::burst_bytes on, only a mode
+  // whose warm-up came within the hysteresis of the best's is re-measured soon: there the warm-up
+  // ranks two close mechanisms by chance, and the one it put second waited for its turn, 256 gets
+  // away (1 MiB gets, cores far apart, a ping-pong then a bandwidth window in one run: streaming
+  // stores into the chunks held at 31 GB/s on a warm-up of 31.2 against the split copy's 28.9,
+  // where the split copy runs at 36-43 in the windows; 3 runs of 6).
   int warmup_only(const Bucket& b, int best, std::size_t bytes) const {
     if (!pace_.rejudge_warmup) return -1;
     const bool large = pace_.burst_bytes != 0 && bytes >= pace_.burst_bytes;
