@@ -17,13 +17,21 @@ void reduce_binomial(const CommImpl& c, const void* in, void* out, std::size_t c
   }
   Scratch acc_s(vr == 0 ? 0 : bytes), tmp(bytes);
   std::byte* acc = vr == 0 ? static_cast<std::byte*>(out) : acc_s.data();
-  copy_bytes(acc, mine, bytes);
   // acc covers relative ranks [vr, vr + mask); the child brings [vr + mask, vr + 2·mask):
-  // lower ranks stay the left operand, a fixed order on every run.
+  // lower ranks stay the left operand, a fixed order on every run. The first child's part is
+  // combined with this rank's own in one pass (reduce_into: the same bits as copying the own
+  // part into acc and combining into it), unless acc is the own part (in place at the root).
+  bool combined = false;
   for (int mask = 1; mask < span && vr + mask < n; mask <<= 1) {
     recv(c, tmp.data(), bytes, abs_rank(vr + mask, root, n), kReduce);
-    reduce_apply(op, t, tmp.data(), acc, count);
+    if (!combined && acc != mine) {
+      reduce_into(op, t, mine, tmp.data(), acc, count);
+    } else {
+      reduce_apply(op, t, tmp.data(), acc, count);
+    }
+    combined = true;
   }
+  if (!combined && acc != mine) copy_bytes(acc, mine, bytes);
   if (vr != 0) send(c, acc, bytes, parent, kReduce);
 }
 
