@@ -1772,7 +1772,8 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
                     std::size_t esize, Type t, Op op, int root) {
   // Round by round over `per` elements: every rank copies the slices the others reduce into
   // its chunk; rank q reduces slice q of all chunks in rank order (each element is combined
-  // at one rank only, so every rank gets the same bits) and leaves the result in its chunk;
+  // at one rank only, so every rank gets the same bits) and leaves the result in its chunk
+  // where another rank copies it out (not a reduce's root: nobody else gets the result);
   // every rank that gets the result copies the others' slices out. (A reduce combined at its
   // root, at_root: the root's slice is the whole round.)
   NodeShared::Call call(ns, c, root < 0 ? NodeShared::Use::allreduce : NodeShared::Use::reduce,
@@ -1787,14 +1788,15 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
   // into its output, and nothing is gathered back. Reduce-scatter and gather (the others'
   // rounds) took three steps a round at the root, each waiting for the one before on another
   // rank: its share of the others' slices put, its slice combined, the others' combined
-  // slices copied out; combined at the root, a round's put overlaps the root's combine of the
-  // round before. The chunks forced, 6 interleaved pairs, cores far apart, against
-  // reduce-scatter and gather: 2 ranks 64 KiB 0.83 of the time, 256 KiB 0.84, 1 MiB 0.81,
-  // 4 MiB 0.58; 3 ranks on 2 cores 0.48-0.74, 4 ranks 0.73-0.90 (5 pairs). Rounds shorter than
-  // a chunk (the put of the next round started sooner) were slower: 2 ranks, 1 MiB in rounds
-  // of 128, 64 and 32 KiB 1.56, 1.8 and 2.3 times the time of rounds of a 512 KiB chunk. Ranks with
-  // cores of their own beyond two keep reduce-scatter and gather: the root's combine grows with the
-  // ranks, their slices do not (not measured here: this machine has two cores).
+  // slices copied out. (A call that fits the chunks is one round; a longer one's rounds of a
+  // chunk let the others put the next round while the root combines this one.) The chunks
+  // forced, 6 interleaved pairs, cores far apart, against reduce-scatter and gather: 2 ranks
+  // 64 KiB 0.83 of the time, 256 KiB 0.84, 1 MiB 0.81, 4 MiB 0.58; 3 ranks on 2 cores
+  // 0.48-0.74, 4 ranks 0.73-0.90 (5 pairs). Rounds shorter than a chunk, one chunk each, were
+  // no faster: 2 ranks, rounds of 128 / 32 KiB took 1.07 / 1.22 of the time at 256 KiB (far),
+  // 0.99 / 1.04 at 1 MiB and 1.15 / 1.20 at 4 MiB (mid). Ranks with cores of their own beyond
+  // two keep reduce-scatter and gather: the root's combine grows with the ranks, their slices
+  // do not (not measured here: this machine has two cores).
   const bool at_root = root >= 0 && (n == 2 || !ns.own_cores());
   const std::size_t span = ns.span_for(count * esize);
   const std::size_t per = span * ns.chunk() / esize;
@@ -1822,15 +1824,15 @@ void chunked_reduce(const CommImpl& c, NodeShared& ns, const void* in, void* out
         return q == r && own_direct ? from + mine_at : ns.chunk_of(q, round) + mine_at;
       };
       // A rank that gets the result reduces into its output and publishes a copy where
-      // others get it too (an allreduce; a reduce's root reads no slice of its own chunk).
+      // others get it too (an allreduce; nobody reads a reduce's root's combined slice).
       // The others reduce into their chunk's own slice, which does not hold their
       // contribution (that comes from their input): straight into it with cached stores; with
       // streaming ones into scratch first, then put. Combined straight into the chunk, the
       // slice went with cached stores whatever the call's store: with the cores far apart the
-      // root pulled every line of it from the other core's cache (2 ranks far, the chunks
-      // forced, 6 interleaved pairs: 256 KiB 26.8 us a call, 1 MiB 101, 4 MiB 483; through
-      // scratch with the store choice's streaming stores 18.0, 60.9 and 288; OpenMPI 27.6, 81
-      // and 433).
+      // root pulled every line of it from the other core's cache (2 ranks far, when two ranks
+      // still went this way, the chunks forced, 6 interleaved pairs: cached stores 26.7 us a call
+      // at 256 KiB, 99.2 at 1 MiB, 474 at 4 MiB; streaming ones, through scratch, 17.0, 61.1 and
+      // 271; OpenMPI 15.8, 70.5 and 315).
       const bool aside = !gets_result && ns.streaming();
       std::byte* acc = gets_result ? dst + first * esize + mine_at
                        : aside     ? ns.scratch(mine_len)

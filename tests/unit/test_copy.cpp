@@ -817,7 +817,8 @@ TEST(MeasuredChoice, WarmupBehind_HowFarAWarmupMayTrailAndBeRemeasuredSoon) {
 }
 
 // The node-shared path choice of an allgather of 1 MiB, 2 ranks, cores far apart, with its pace
-// (node_shared.cpp: path_pace, the chunks favoured by 15 %, re-measured soon after their warm-up):
+// (node_shared.cpp: path_pace, the chunks favoured by 15 %, re-measured soon after a warm-up
+// within 1.3x of the best path's rate):
 // the chunks with cached stores at 500-900 us a call, point-to-point at 100, the direct path at
 // 102, the chunks with streaming stores at 80. Nested (three paths, the chunks' kind of store
 // chosen inside them and warming up on cached stores first), the chunks were judged on their
@@ -835,7 +836,8 @@ TEST(MeasuredChoice, StoresAsPaths_TheChunksWithStreamingStoresAreHeldFarApart) 
                                                                 .margin = 0.15,
                                                                 .hysteresis = 0.05,
                                                                 .rejudge_warmup = true,
-                                                                .rejudge_modes = 0b0001});
+                                                                .rejudge_modes = 0b0001,
+                                                                .warmup_behind = 1.3});
     int cached_calls = 0, chunk_calls = 0, late = 0;
     for (int i = 0; i < 71; ++i) {
       const int m = c.choose(bytes);
