@@ -1316,7 +1316,7 @@ private:
             .hysteresis = 0.05,
             .rejudge_warmup = !nodeshared_only,
             .rejudge_modes = 1u << kShmPath | (favour_chunks ? 0u : 1u << kP2pPath),
-            .warmup_behind = favour_chunks ? kChunksWarmupBehind : 2.0,
+            .warmup_behind = favour_chunks ? kChunksWarmupBehind : PathTimes::Pace{}.warmup_behind,
             .warm_from_neighbour = nodeshared_only};
   }
   // The paths open to calls of index i: `enabled`, and kStreamPath beside kShmPath where both
