@@ -325,7 +325,8 @@ Error mismatch_error(const Record& mine, int q, const Record* theirs, bool left)
 // are far (200-290 us cached). So the kind of store is chosen per collective and size class
 // from the times calls took (runtime/measured_choice.hpp): as one of the paths where a call
 // chooses its path (PathChoice, force_store), else by the call's own store choice (Call);
-// RMP_COLL_STORE forces one. Readers do not care how a chunk was written.
+// RMP_COLL_STORE forces one. Any reader copies any chunk correctly; an exchange's readers
+// take the faster copy kernel for the call's kind of store (copy_out).
 class NodeShared {
 public:
   enum class Use : std::uint8_t {
@@ -924,19 +925,23 @@ public:
     twice_choice_.record(k, n, std::chrono::duration<double>(rt::FastClock::now() - t0).count());
   }
   // A copy out of another rank's chunk once that rank has published the whole round (an
-  // exchange: allgather(v), alltoall, the allreduce's gather of combined slices). Where the
-  // round went with streaming stores its lines are in memory, and `rep movsb` reads them
-  // faster than the vector loop where copy_large takes it. AMD EPYC of family 26, interleaved
-  // against the loop, cores far apart: 2 ranks (10 pairs, 32 KiB-4 MiB) allgather 0.89-0.97 of
-  // the time, alltoall 0.92-1.01, allreduce 0.99-1.04; 4 ranks on 2 cores (6 pairs, 64 KiB-1
-  // MiB) allgather 0.85-0.89, alltoall and allreduce 0.99-1.01. At mid distance `rep movsb` in
-  // every such copy: 2 ranks' allgather 0.88-1.03, alltoall 0.92-0.96. With cached stores the
-  // lines sit in the other core's cache, where the loop is the better consumer
-  // (copy_from_peer; `rep movsb` there took 1.12x the allgather's time at 256 KiB, the same
-  // from 1 MiB, far apart). Not a bcast's chunks either, which the root fills while the
-  // others copy out the one before (`rep movsb` at 0.80-0.97 of the loop's speed at 4 MiB).
-  // Not measured on family 25, where `rep movsb` was the slower consumer of point-to-point
-  // gets out of the other core's cache (copy.hpp).
+  // exchange: allgather(v), alltoall, the gather of combined slices of an allreduce and of a
+  // reduce's root). Where the call stores with streaming stores the round's lines are in
+  // memory, and `rep movsb` reads them faster than the vector loop where copy_large takes it
+  // (from kLargeCopy on). The kind of store is this rank's view of the call's (Call: rank 0's
+  // choice, or the previous one where this rank started first), so a round may be read with
+  // the kernel of the other kind: correct, only slower. AMD EPYC of family 26, interleaved
+  // against the loop, cores far apart: 2 ranks (10 pairs, 32 KiB-4 MiB) allgather 0.89-0.97
+  // of the time, alltoall 0.92-1.01, allreduce 0.99-1.04 (no gain there, kept with the
+  // others); 4 ranks on 2 cores (6 pairs, 64 KiB-1 MiB) allgather 0.85-0.89, alltoall and
+  // allreduce 0.99-1.01. At mid distance `rep movsb` in every such copy: 2 ranks' allgather
+  // 0.88-1.03, alltoall 0.92-0.96. With cached stores the lines sit in the other core's
+  // cache, where the loop is the better consumer (copy_from_peer; `rep movsb` there took
+  // 1.12x the allgather's time at 256 KiB, the same from 1 MiB, far apart). Not a bcast's
+  // chunks either, which the root fills while the others copy out the one before (`rep
+  // movsb` at 0.80-0.97 of the loop's speed at 4 MiB). Not measured on family 25, where `rep
+  // movsb` was the slower consumer of point-to-point gets out of the other core's cache
+  // (copy.hpp).
   void copy_out(void* dst, const void* src, std::size_t n) const {
     if (store_mode_ == kStreaming && n >= rt::kLargeCopy && rt::copy_large_takes_movsb(dst, src)) {
       rt::copy_large_movsb(dst, src, n);

@@ -16,10 +16,12 @@ void copy_large(void* dst, const void* src, std::size_t n);
 
 // A copy out of memory another core has just written — a chunk or ring payload the peer
 // produced — into this process's own: the vector loop from 2 KiB on, whichever kernel
-// copy_large takes. Loading lines that sit in the other core's cache, `rep movsb` ran slower
-// and unevenly on the AMD EPYC of family 25: 1 MiB bandwidth windows (gets through 512 KiB
-// chunks) at 35-39 GB/s with the loop as the consumer against 20-37 (10 interleaved pairs,
-// mid placement); on family 26 the consumer's kernel made no difference.
+// copy_large takes. (The node-shared collectives' exchanges read rounds that went to memory
+// with streaming stores with copy_large_movsb instead: NodeShared::copy_out.) Loading lines that
+// sit in the other core's cache, `rep movsb` ran slower and unevenly on the AMD EPYC of family 25:
+// 1 MiB bandwidth windows (gets through 512 KiB chunks) at 35-39 GB/s with the loop as the consumer
+// against 20-37 (10 interleaved pairs, mid placement); on family 26 the consumer's kernel made no
+// difference.
 void copy_from_peer(void* dst, const void* src, std::size_t n);
 
 // The two kernels copy_large chooses between, each callable (tests run both on every
