@@ -17,8 +17,9 @@
 // rendezvous sends among eager ones cost almost nothing, and 32 KiB windows moved to
 // rendezvous: 12.2 GB/s where eager ran at 18.5 (cores near, tune_rndv_below 1034 of 1560).
 // A stream takes one setting from its first send (the stream tuner's, when the bucket's last
-// stream had more than one send); sends of other buckets in it keep their bucket's stream
-// setting and leave it unjudged.
+// stream had more than one send; else its first send goes as a send alone and the rest take the
+// stream tuner's setting, judged from the second send); sends of other buckets in it keep their
+// bucket's stream setting and leave it unjudged.
 #pragma once
 
 #include <algorithm>
@@ -256,6 +257,7 @@ public:
             .answered = answering,
             .cut = cut,
             .untimed = !own && !cut && !answering,
+            .from_alone = !streamed_[b] && !answering,
             .sends = 1,
             .bytes = bytes,
             .posted_ns = now_ns,
@@ -264,12 +266,30 @@ public:
               answering && c.setting != alone_.current(b)};
     }
     ++s_.sends;
+    const bool to_stream = switches_to_stream(b);
+    s_.from_alone = false;
     if (b != s_.bucket) {
       s_.judged = false;
       s_.untimed = false;
       return {stream_.current(b)[0] == kEager, false, false};
     }
-    if (s_.untimed) {
+    if (to_stream) {
+      // A stream whose first send took the protocol of a send alone (the bucket's last use was
+      // not a stream) takes the stream tuner's from its second send on, and is judged from
+      // there as that setting's (the first send keeps its own). Before, a bucket's first window
+      // went by the rule for a send alone: with 32 KiB windows that the model starts rendezvous
+      // and the static rule eager (cores far apart), the first window went eager, the
+      // receiver's slow first rendezvous windows (its copy chooser warming up: 5, 12-15, then
+      // 25 GB/s) one window later, among a benchmark's timed ones, and the tuner ran at 0.93 of
+      // always-rendezvous's speed; with this, 1.00 (24 interleaved pairs; 8-64 KiB 1.00-1.03 of
+      // the speed before).
+      s_.eager = !s_.eager;
+      s_.explore = false;
+      s_.untimed = false;
+      s_.judged = true;
+      s_.posted_ns = now();
+      s_.bytes = 0;
+    } else if (s_.untimed) {
       // A stream whose first post went untimed (a send alone, it seemed): judged from its
       // second send on, as the streams of its bucket are.
       s_.untimed = false;
@@ -311,7 +331,8 @@ public:
   // of other work each).
   bool post_reads_clock(std::size_t bytes) const {
     if (in_flight_ > 0)
-      return s_.sends >= kSegment || (s_.untimed && rt::HillTuner::bucket_of(bytes) == s_.bucket);
+      return s_.sends >= kSegment || (rt::HillTuner::bucket_of(bytes) == s_.bucket &&
+                                      (s_.untimed || switches_to_stream(s_.bucket)));
     const std::size_t b = rt::HillTuner::bucket_of(bytes);
     return !started_[b] || times_own(b) || judges_last(b);
   }
@@ -364,6 +385,13 @@ private:
   static constexpr std::uint32_t kTimedLead = 4;
   static constexpr std::int64_t kUntimed = INT64_MIN;  // post(): the time was not read
 
+  // Whether the next send of bucket b, joining the stream under way, changes its protocol to
+  // the stream tuner's (post).
+  bool switches_to_stream(std::size_t b) const {
+    return s_.from_alone && b == s_.bucket && stream_.enabled(b) &&
+           (stream_.current(b)[0] == kEager) != s_.eager;
+  }
+
   // Whether a send of bucket b posted with nothing in flight (a send alone, or a stream's
   // first) is to be timed: a stream's first send, in a bucket whose last stream had more than
   // one, and a send alone near an exploration. Not every send alone of a bucket whose sends
@@ -387,6 +415,7 @@ private:
     bool answered = false;  // a send alone that answered the pair's leader in kind
     bool cut = false;      // the rest of a stream cut after kSegment sends
     bool untimed = false;  // its first post was not timed, and no other is yet
+    bool from_alone = false;  // one send so far, whose protocol was a send alone's
     std::uint32_t sends = 0;
     std::size_t bytes = 0;
     std::int64_t posted_ns = 0;  // its first send's post
