@@ -16,10 +16,10 @@
 // receiver has copied them out. Charged per send, from the previous completion, a burst of
 // rendezvous sends among eager ones cost almost nothing, and 32 KiB windows moved to
 // rendezvous: 12.2 GB/s where eager ran at 18.5 (cores near, tune_rndv_below 1034 of 1560).
-// A stream takes one setting from its first send (the stream tuner's, when the bucket's last
-// stream had more than one send; else its first send goes as a send alone and the rest take the
-// stream tuner's setting, judged from the second send); sends of other buckets in it keep their
-// bucket's stream setting and leave it unjudged.
+// A stream takes one setting from its first send, the stream tuner's, when the bucket's last
+// use was a stream. Else its first send goes as a send alone, and from its second send on (one
+// of the same bucket) the stream takes the stream tuner's setting, judged from there. Sends of
+// other buckets in a stream keep their bucket's stream setting and leave it unjudged.
 #pragma once
 
 #include <algorithm>
@@ -359,6 +359,12 @@ public:
   }
 
   std::size_t eager_threshold() const { return eager_threshold_; }
+
+  // Whether the last use of the bucket of `bytes` was a stream (else the next stream's first
+  // send goes as a send alone: post).
+  bool last_use_streamed(std::size_t bytes) const {
+    return streamed_[rt::HillTuner::bucket_of(bytes)];
+  }
 
   // Tests: every send timed, as before the sampling (post_reads_clock), to compare picks.
   void time_every_send(bool on) { time_every_send_ = on; }

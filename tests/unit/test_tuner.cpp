@@ -888,19 +888,22 @@ TEST(ProtocolTuner, FasterEagerRoundTrip_StaysEager) {
 // A window of `n` sends of `bytes` posted at once, as a bandwidth loop posts them, then waited
 // for: the window takes `ns_each(eager)` a send up to the next window's post (the eager sends
 // complete early, the last one a tenth of the way in). True when judging the window before
-// moved the bucket; `eager` gets this window's protocol, its second send's: a bucket's first
-// window after a send alone may take a send alone's protocol for its first send only (post).
+// moved the bucket; `eager` gets this window's protocol, its second send's: a window whose
+// bucket's last use was no stream (its first, say) takes a send alone's protocol for its first
+// send only (post).
 template <class Cost>
 bool send_window(p2p::ProtocolTuner& t, std::size_t bytes, int n, std::int64_t& clock,
                  Cost&& ns_each, bool* eager = nullptr) {
+  const bool after_alone = !t.last_use_streamed(bytes);
   const p2p::ProtocolTuner::Pick first = t.post(bytes, clock);
   bool window_eager = first.eager;
   for (int i = 1; i < n; ++i) {
     const bool e = t.post(bytes, clock + i).eager;
-    if (i == 1) {
+    if (i == 1 && after_alone) {
       window_eager = e;
     } else {
-      EXPECT_EQ(e, window_eager) << "one setting per window from its second send";
+      EXPECT_EQ(e, window_eager) << "one setting per window (from its second send after a send "
+                                    "alone)";
     }
   }
   if (eager) *eager = window_eager;
@@ -1267,20 +1270,30 @@ TEST(ProtocolTuner, Streams_ModelStartsRendezvousBelowTheThreshold_EagerTriedFor
 // rendezvous throughout. Where the stream tuner agrees with the static rule (no model) the
 // whole window keeps its first send's protocol.
 TEST(ProtocolTuner, FirstWindow_TheStreamSettingFromItsSecondSend) {
-  for (const bool model : {true, false}) {
-    p2p::ProtocolTuner t(44, 100000, 262144, 0,
-                         model ? p2p::RndvModel{24e9, 2.7, 15e9, false, 0.5} : p2p::RndvModel{});
+  const p2p::RndvModel model{24e9, 2.7, 15e9, false, 0.5};
+  for (const bool with_model : {true, false}) {
+    p2p::ProtocolTuner t(44, 100000, 262144, 0, with_model ? model : p2p::RndvModel{});
     std::int64_t clock = 0;
-    EXPECT_TRUE(t.post(32768, clock).eager) << "model " << model;
-    EXPECT_EQ(t.post_reads_clock(32768), model) << "the switch times the window from there";
+    EXPECT_TRUE(t.post(32768, clock).eager) << "model " << with_model;
+    EXPECT_EQ(t.post_reads_clock(32768), with_model) << "the switch times the window from there";
     for (int w = 0; w < 2; ++w) {
-      for (int i = w == 0 ? 1 : 0; i < 64; ++i)
-        EXPECT_EQ(t.post(32768, clock + i).eager, !model) << "window " << w << ", send " << i;
+      for (int i = w == 0 ? 1 : 0; i < 64; ++i) {
+        EXPECT_EQ(t.post(32768, clock + i).eager, !with_model) << "window " << w << ", send " << i;
+        if (i > 0) {
+          EXPECT_FALSE(t.post_reads_clock(32768)) << "window " << w << ", send " << i;
+        }
+      }
       for (int i = 0; i < 64; ++i) t.complete(true, clock + 2000 - i);
       for (int i = 0; i < 64; ++i) t.release();
       clock += 2000;
     }
   }
+  // A send of another bucket second in the stream: the stream is judged no more, and keeps its
+  // first send's protocol.
+  p2p::ProtocolTuner t(44, 100000, 262144, 0, model);
+  EXPECT_TRUE(t.post(32768, 0).eager);
+  t.post(8192, 1);
+  for (int i = 2; i < 64; ++i) EXPECT_TRUE(t.post(32768, i).eager) << "send " << i;
 }
 
 // Below the eager threshold eager is the static rule's choice, and the model does not keep a
