@@ -280,9 +280,10 @@ public:
       // went by the rule for a send alone: with 32 KiB windows that the model starts rendezvous
       // and the static rule eager (cores far apart), the first window went eager, the
       // receiver's slow first rendezvous windows (its copy chooser warming up: 5, 12-15, then
-      // 25 GB/s) one window later, among a benchmark's timed ones, and the tuner ran at 0.93 of
-      // always-rendezvous's speed; with this, 1.00 (24 interleaved pairs; 8-64 KiB 1.00-1.03 of
-      // the speed before).
+      // 25 GB/s) one window later, among a benchmark's timed ones. The tuner against
+      // always-rendezvous, two interleaved sets (24 and 16 pairs): 0.93 and 0.90 of its speed
+      // before, 1.00 and 0.93 with this (1.03 and 1.02 of the speed before; 8-128 KiB
+      // 0.99-1.03).
       s_.eager = !s_.eager;
       s_.explore = false;
       s_.untimed = false;
