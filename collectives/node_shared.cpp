@@ -927,12 +927,12 @@ public:
   // A copy out of another rank's chunk once that rank has published the whole round (an
   // exchange: allgather(v), alltoall, the gather of combined slices of an allreduce and of a
   // reduce's root). Where the call stores with streaming stores the round's lines are in
-  // memory, and `rep movsb` reads them faster than the vector loop where copy_large takes it
-  // (from kLargeCopy on). The kind of store is this rank's view of the call's (Call: rank 0's
-  // choice, or the previous one where this rank started first), so a round may be read with
-  // the kernel of the other kind: correct, only slower. AMD EPYC of family 26, interleaved
-  // against the loop, cores far apart: 2 ranks (10 pairs, 32 KiB-4 MiB) allgather 0.89-0.97
-  // of the time, alltoall 0.92-1.01, allreduce 0.99-1.04 (no gain there, kept with the
+  // memory, and `rep movsb` reads them faster than the vector loop: copy_large, which takes it
+  // where it is as fast here (from kLargeCopy on). The kind of store is this rank's view of the
+  // call's (Call: rank 0's choice, or the previous one where this rank started first), so a round
+  // may be read with the kernel of the other kind: correct, only slower. AMD EPYC of family 26,
+  // interleaved against the loop, cores far apart: 2 ranks (10 pairs, 32 KiB-4 MiB) allgather
+  // 0.89-0.97 of the time, alltoall 0.92-1.01, allreduce 0.99-1.04 (no gain there, kept with the
   // others); 4 ranks on 2 cores (6 pairs, 64 KiB-1 MiB) allgather 0.85-0.89, alltoall and
   // allreduce 0.99-1.01. At mid distance `rep movsb` in every such copy: 2 ranks' allgather
   // 0.88-1.03, alltoall 0.92-0.96. With cached stores the lines sit in the other core's
@@ -943,8 +943,8 @@ public:
   // movsb` was the slower consumer of point-to-point gets out of the other core's cache
   // (copy.hpp).
   void copy_out(void* dst, const void* src, std::size_t n) const {
-    if (store_mode_ == kStreaming && n >= rt::kLargeCopy && rt::copy_large_takes_movsb(dst, src)) {
-      rt::copy_large_movsb(dst, src, n);
+    if (streaming() && n >= rt::kLargeCopy) {
+      rt::copy_large(dst, src, n);
     } else {
       rt::copy_from_peer(dst, src, n);
     }

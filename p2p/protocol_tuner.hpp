@@ -257,7 +257,6 @@ public:
             .answered = answering,
             .cut = cut,
             .untimed = !own && !cut && !answering,
-            .from_alone = !streamed_[b] && !answering,
             .sends = 1,
             .bytes = bytes,
             .posted_ns = now_ns,
@@ -265,15 +264,14 @@ public:
       return {s_.eager, s_.explore, moved || alone_moved, alone,
               answering && c.setting != alone_.current(b)};
     }
-    ++s_.sends;
     const bool to_stream = switches_to_stream(b);
-    s_.from_alone = false;
+    ++s_.sends;
     if (b != s_.bucket) {
       s_.judged = false;
       s_.untimed = false;
       return {stream_.current(b)[0] == kEager, false, false};
     }
-    if (to_stream) {
+    if (to_stream || s_.untimed) {
       // A stream whose first send took the protocol of a send alone (the bucket's last use was
       // not a stream) takes the stream tuner's from its second send on, and is judged from
       // there as that setting's (the first send keeps its own). Before, a bucket's first window
@@ -284,15 +282,12 @@ public:
       // always-rendezvous, two interleaved sets (24 and 16 pairs): 0.93 and 0.90 of its speed
       // before, 1.00 and 0.93 with this (1.03 and 1.02 of the speed before; 8-128 KiB
       // 0.99-1.03).
-      s_.eager = !s_.eager;
-      s_.explore = false;
-      s_.untimed = false;
-      s_.judged = true;
-      s_.posted_ns = now();
-      s_.bytes = 0;
-    } else if (s_.untimed) {
-      // A stream whose first post went untimed (a send alone, it seemed): judged from its
-      // second send on, as the streams of its bucket are.
+      // A stream whose first post went untimed (a send alone, it seemed) is likewise judged
+      // from its second send on, as the streams of its bucket are.
+      if (to_stream) {
+        s_.eager = !s_.eager;
+        s_.explore = false;
+      }
       s_.untimed = false;
       s_.judged = true;
       s_.posted_ns = now();
@@ -392,10 +387,11 @@ private:
   static constexpr std::uint32_t kTimedLead = 4;
   static constexpr std::int64_t kUntimed = INT64_MIN;  // post(): the time was not read
 
-  // Whether the next send of bucket b, joining the stream under way, changes its protocol to
-  // the stream tuner's (post).
+  // Whether the next send of bucket b, joining the stream under way as its second, changes its
+  // protocol to the stream tuner's (post): the stream's first send went as a send alone (the
+  // bucket's last use was no stream, and it answered nothing), by another protocol.
   bool switches_to_stream(std::size_t b) const {
-    return s_.from_alone && b == s_.bucket && stream_.enabled(b) &&
+    return s_.sends == 1 && b == s_.bucket && !s_.answered && !streamed_[b] && stream_.enabled(b) &&
            (stream_.current(b)[0] == kEager) != s_.eager;
   }
 
@@ -422,7 +418,6 @@ private:
     bool answered = false;  // a send alone that answered the pair's leader in kind
     bool cut = false;      // the rest of a stream cut after kSegment sends
     bool untimed = false;  // its first post was not timed, and no other is yet
-    bool from_alone = false;  // one send so far, whose protocol was a send alone's
     std::uint32_t sends = 0;
     std::size_t bytes = 0;
     std::int64_t posted_ns = 0;  // its first send's post
